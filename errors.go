@@ -1,0 +1,80 @@
+package headway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+var (
+	// ErrQueueFull is returned when a request cannot leave at once and its
+	// key's queue already holds QueueOptions.MaxLen requests.
+	ErrQueueFull = errors.New("headway: queue full")
+
+	// ErrWaitTooLong is matched by every *WaitError: the request would have
+	// had to wait longer than its deadline or QueueOptions.MaxWait allow.
+	ErrWaitTooLong = errors.New("headway: wait too long")
+
+	// ErrCostTooLarge is matched by every *CostError: the request costs more
+	// than one of its limits can ever let through at once.
+	ErrCostTooLarge = errors.New("headway: cost exceeds burst")
+
+	// ErrInvalidCost is matched by the *CostError of a request whose cost is
+	// negative.
+	ErrInvalidCost = errors.New("headway: invalid cost")
+
+	// errEvicted tells acquire's caller that the key was evicted between
+	// look-up and lock; it never reaches a user.
+	errEvicted = errors.New("headway: key evicted")
+)
+
+// A WaitError reports that a request failed without being sent because the
+// wait for its slot was longer than it was allowed to wait: the time left
+// before its context's deadline, or QueueOptions.MaxWait.
+//
+// It matches both ErrWaitTooLong and context.DeadlineExceeded with
+// errors.Is, and reports Timeout() true like other net/http timeouts.
+type WaitError struct {
+	// Wait is the wait that was needed, at least. When MaxWait expired
+	// while waiting, it is MaxWait.
+	Wait time.Duration
+	// Allowed is the wait the request could afford.
+	Allowed time.Duration
+}
+
+func (e *WaitError) Error() string {
+	return fmt.Sprintf("headway: wait of %v exceeds the %v allowed", e.Wait, e.Allowed)
+}
+
+// Unwrap returns ErrWaitTooLong and context.DeadlineExceeded.
+func (e *WaitError) Unwrap() []error {
+	return []error{ErrWaitTooLong, context.DeadlineExceeded}
+}
+
+// Timeout reports true: a WaitError is a timeout.
+func (e *WaitError) Timeout() bool { return true }
+
+// A CostError reports a request whose cost exceeds the burst of one of its
+// key's limits: it could never be sent, so it fails at once. It matches
+// ErrCostTooLarge with errors.Is, or ErrInvalidCost when the cost is
+// negative.
+type CostError struct {
+	Cost  int   // the request's cost
+	Limit Limit // the limit it does not fit
+}
+
+func (e *CostError) Error() string {
+	if e.Cost < 0 {
+		return fmt.Sprintf("headway: negative cost %d", e.Cost)
+	}
+	return fmt.Sprintf("headway: cost %d exceeds the burst of limit %v", e.Cost, e.Limit)
+}
+
+// Unwrap returns ErrCostTooLarge, or ErrInvalidCost for a negative cost.
+func (e *CostError) Unwrap() error {
+	if e.Cost < 0 {
+		return ErrInvalidCost
+	}
+	return ErrCostTooLarge
+}

@@ -1,0 +1,127 @@
+package headway
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// stubRT is a base RoundTripper that answers every request at once and
+// records when each one was sent.
+type stubRT struct {
+	mu      sync.Mutex
+	sent    []time.Time
+	byKey   map[string]int
+	err     error // returned instead of a response when set
+	status  int
+	closes  atomic.Int64 // response bodies closed
+	active  atomic.Int64 // sent and body not yet closed
+	peak    atomic.Int64 // most active at once
+	onRound func(*http.Request)
+}
+
+func (s *stubRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+	s.mu.Lock()
+	s.sent = append(s.sent, time.Now())
+	if s.byKey == nil {
+		s.byKey = make(map[string]int)
+	}
+	s.byKey[req.URL.Host]++
+	s.mu.Unlock()
+	if s.onRound != nil {
+		s.onRound(req)
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	a := s.active.Add(1)
+	for p := s.peak.Load(); a > p && !s.peak.CompareAndSwap(p, a); p = s.peak.Load() {
+	}
+	status := s.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	return &http.Response{
+		StatusCode: status,
+		Header:     http.Header{},
+		Body:       &stubBody{Reader: strings.NewReader("ok"), s: s},
+		Request:    req,
+	}, nil
+}
+
+func (s *stubRT) times() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.sent...)
+}
+
+func (s *stubRT) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sent)
+}
+
+type stubBody struct {
+	*strings.Reader
+	s      *stubRT
+	closed atomic.Bool
+}
+
+func (b *stubBody) Close() error {
+	if b.closed.CompareAndSwap(false, true) {
+		b.s.closes.Add(1)
+		b.s.active.Add(-1)
+	}
+	return nil
+}
+
+// closeCounter is a request body that counts its Close calls.
+type closeCounter struct {
+	io.Reader
+	closes atomic.Int64
+}
+
+func (c *closeCounter) Close() error {
+	c.closes.Add(1)
+	return nil
+}
+
+func newBodyReq(t testing.TB, url string) (*http.Request, *closeCounter) {
+	body := &closeCounter{Reader: strings.NewReader("payload")}
+	req, err := http.NewRequest(http.MethodPost, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req, body
+}
+
+func mustReq(t testing.TB, url string) *http.Request {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+// drain reads and closes a response body.
+func drain(resp *http.Response) {
+	if resp != nil && resp.Body != nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
+
+var errBase = errors.New("base failed")

@@ -1,0 +1,109 @@
+package headway
+
+import (
+	"hash/maphash"
+	"net/http"
+	"sync"
+)
+
+// A KeyFunc maps a request to its key. Requests with the same key share one
+// pacer, queue and in-flight bound; different keys never delay each other.
+// Keys are held in memory only, never logged; idle keys are dropped.
+type KeyFunc func(*http.Request) string
+
+// KeyByHost keys requests by their URL's host (with its port, if any): one
+// pacer per API. It is the default.
+func KeyByHost(req *http.Request) string { return req.URL.Host }
+
+// KeyByHeader returns a KeyFunc that keys requests by host and the value of
+// the header name, such as "Authorization": one pacer per token, for APIs
+// that limit each token on its own.
+func KeyByHeader(name string) KeyFunc {
+	name = http.CanonicalHeaderKey(name)
+	return func(req *http.Request) string {
+		return req.URL.Host + "\x00" + req.Header.Get(name)
+	}
+}
+
+// KeyByPath keys requests by host and URL path: one pacer per resource, for
+// APIs that limit each route on its own. Paths that embed IDs make a key
+// each; write a KeyFunc that maps them to their route template when the API
+// limits the template as a whole.
+func KeyByPath(req *http.Request) string { return req.URL.Host + req.URL.Path }
+
+// keyTable holds the keyStates of a Transport, in shards to keep look-ups of
+// different keys from contending. A shard drops its idle keys whenever it
+// has grown to twice the size it had after its last sweep, so memory stays
+// proportional to the keys in use, at O(1) amortised cost per new key.
+type keyTable struct {
+	seed   maphash.Seed
+	shards [keyShards]keyShard
+}
+
+const (
+	keyShards     = 32
+	minSweepAfter = 64
+)
+
+type keyShard struct {
+	mu         sync.RWMutex
+	m          map[string]*keyState
+	sweepAfter int
+	_          [40]byte // keep shards on separate cache lines
+}
+
+func (kt *keyTable) shard(key string) *keyShard {
+	return &kt.shards[maphash.String(kt.seed, key)%keyShards]
+}
+
+// get returns the keyState of key, creating it for t from its first
+// request req if it is not there.
+func (kt *keyTable) get(key string, t *Transport, req *http.Request) *keyState {
+	s := kt.shard(key)
+	s.mu.RLock()
+	k := s.m[key]
+	s.mu.RUnlock()
+	if k != nil {
+		return k
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k = s.m[key]; k != nil {
+		return k
+	}
+	if s.m == nil {
+		s.m = make(map[string]*keyState)
+		s.sweepAfter = minSweepAfter
+	}
+	if len(s.m) >= s.sweepAfter {
+		s.sweep(t.now())
+	}
+	k = t.newKey(req)
+	s.m[key] = k
+	return k
+}
+
+// sweep drops the idle keys of s. Called with s.mu held.
+func (s *keyShard) sweep(now int64) {
+	for key, k := range s.m {
+		k.mu.Lock()
+		if k.idle(now) {
+			k.evicted = true
+			delete(s.m, key)
+		}
+		k.mu.Unlock()
+	}
+	s.sweepAfter = max(minSweepAfter, 2*len(s.m))
+}
+
+// len returns the number of keys held.
+func (kt *keyTable) len() int {
+	n := 0
+	for i := range kt.shards {
+		s := &kt.shards[i]
+		s.mu.RLock()
+		n += len(s.m)
+		s.mu.RUnlock()
+	}
+	return n
+}

@@ -1,0 +1,130 @@
+package headway
+
+import (
+	"context"
+	"net/http"
+	"strings"
+)
+
+// An Option configures a Transport. Options are applied in order; a later
+// one overrides an earlier one of the same kind.
+type Option interface {
+	apply(*config)
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	limits      []Limit            // for keys whose host has no limits of its own
+	hostLimits  map[string][]Limit // by host, lower case, with or without port
+	keyFunc     KeyFunc
+	costFunc    func(*http.Request) int
+	maxInFlight int
+	queue       QueueOptions
+}
+
+func defaultConfig() config {
+	return config{keyFunc: KeyByHost}
+}
+
+// WithLimit sets the limits of every key whose host has none of its own
+// (see WithHostLimit). A request spends its cost on all of them together,
+// or waits until it can: GitHub's 5,000 requests an hour beside a
+// per-minute secondary limit, say, or an API's requests per minute beside
+// its tokens per minute.
+//
+// By default no limit is set: requests leave as fast as they come, and
+// only QueueOptions and WithMaxInFlight apply. New panics if a limit is
+// invalid (see Limit).
+func WithLimit(limits ...Limit) Option {
+	limits = append([]Limit(nil), limits...)
+	return optionFunc(func(c *config) { c.limits = limits })
+}
+
+// WithHostLimit sets the limits of every key whose request goes to host,
+// in place of those of WithLimit. The host is matched without regard to
+// case, either with its port ("api.example.com:8443") or without it
+// ("api.example.com"), the former first. Limits are chosen when a key is
+// first seen, from that request's host.
+func WithHostLimit(host string, limits ...Limit) Option {
+	limits = append([]Limit(nil), limits...)
+	host = strings.ToLower(host)
+	return optionFunc(func(c *config) {
+		if c.hostLimits == nil {
+			c.hostLimits = make(map[string][]Limit)
+		}
+		c.hostLimits[host] = limits
+	})
+}
+
+// WithKey sets how requests are grouped: every request with the same key
+// shares one pacer, one queue and one in-flight bound, and keys never
+// delay one another. The default is KeyByHost.
+func WithKey(f KeyFunc) Option {
+	return optionFunc(func(c *config) {
+		if f != nil {
+			c.keyFunc = f
+		}
+	})
+}
+
+// WithMaxInFlight bounds the requests of one key that are sent and not yet
+// finished, from the moment they leave until their response body is read
+// to the end or closed (or RoundTrip fails). The rest wait in the queue.
+// Zero, the default, means no bound.
+func WithMaxInFlight(n int) Option {
+	return optionFunc(func(c *config) { c.maxInFlight = max(n, 0) })
+}
+
+// WithQueue bounds the per-key queue of waiting requests. See QueueOptions
+// for the defaults.
+func WithQueue(q QueueOptions) Option {
+	return optionFunc(func(c *config) { c.queue = q })
+}
+
+// WithCostFunc sets the cost of requests whose context carries none (see
+// WithCost): f returns the units a request spends on each weighted limit of
+// its key. Without it such a request costs 1.
+func WithCostFunc(f func(*http.Request) int) Option {
+	return optionFunc(func(c *config) { c.costFunc = f })
+}
+
+type costKey struct{}
+
+// WithCost returns a copy of ctx that makes a request sent with it cost n
+// units of each weighted limit of its key, in place of 1: the tokens an
+// API call will use, or the points of a GraphQL query. A cost of 0 spends
+// nothing but still waits its turn; a negative cost fails the request with
+// ErrInvalidCost; a cost above a limit's burst fails it with
+// ErrCostTooLarge.
+func WithCost(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, costKey{}, n)
+}
+
+// costOf returns the cost of req: from its context, else from the cost
+// func, else 1.
+func (c *config) costOf(req *http.Request) int64 {
+	if n, ok := req.Context().Value(costKey{}).(int); ok {
+		return int64(n)
+	}
+	if c.costFunc != nil {
+		return int64(c.costFunc(req))
+	}
+	return 1
+}
+
+// limitsFor returns the limits of a new key whose first request is req.
+func (c *config) limitsFor(req *http.Request) []Limit {
+	if len(c.hostLimits) > 0 && req.URL != nil {
+		host := strings.ToLower(req.URL.Host)
+		if l, ok := c.hostLimits[host]; ok {
+			return l
+		}
+		if l, ok := c.hostLimits[strings.ToLower(req.URL.Hostname())]; ok {
+			return l
+		}
+	}
+	return c.limits
+}
