@@ -111,7 +111,8 @@ func (RetryAfterDate) Reject(h http.Header, s State) Rejection {
 
 // DialectNames lists the names DialectByName accepts.
 var DialectNames = []string{
-	"bare", "retry-after", "retry-after-date",
+	"bare", "retry-after", "retry-after-date", "ietf", "ietf-06",
+	"github", "github-secondary", "openai", "shopify", "discord",
 }
 
 // DialectByName returns the dialect with one of the names in DialectNames,
@@ -124,6 +125,20 @@ func DialectByName(name string) (Dialect, error) {
 		return RetryAfterSeconds{}, nil
 	case "retry-after-date":
 		return RetryAfterDate{}, nil
+	case "ietf", "ietf-11":
+		return IETF{}, nil
+	case "ietf-06":
+		return IETF06{}, nil
+	case "github":
+		return GitHub{}, nil
+	case "github-secondary":
+		return GitHub{Secondary: true}, nil
+	case "openai":
+		return OpenAI{}, nil
+	case "shopify":
+		return Shopify{}, nil
+	case "discord":
+		return Discord{}, nil
 	}
 	return nil, fmt.Errorf("fakeserver: unknown dialect %q (want one of %s)", name, strings.Join(DialectNames, ", "))
 }

@@ -81,7 +81,9 @@ func TestServerMaxKeys(t *testing.T) {
 	clk := newClock()
 	s := New(Config{Limit: 1, Now: clk.Now, Key: KeyByHeader("K"), MaxKeys: 2})
 	get(s, "/", "K", "a")
+	clk.Advance(time.Millisecond)
 	get(s, "/", "K", "b")
+	clk.Advance(time.Millisecond)
 	get(s, "/", "K", "c") // neither is at rest: a, the least recently seen, goes
 	assert.Len(t, s.keys, 2)
 	assert.NotContains(t, s.keys, "a")
