@@ -113,7 +113,7 @@ func (s *Server) decide(now time.Time, key string, h http.Header) verdict {
 		s.stats.Early++
 	}
 	v := verdict{delay: s.latency()}
-	if f, ok := s.fault(now); ok {
+	if f, ok := s.fault(now, h); ok {
 		f.delay = v.delay
 		return f
 	}
