@@ -2,6 +2,7 @@ package fakeserver
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -196,9 +197,9 @@ func KeyByHeader(name string) func(*http.Request) string {
 // KeyByRemoteIP is a Config.Key that limits each client IP address
 // separately.
 func KeyByRemoteIP(r *http.Request) string {
-	host := r.RemoteAddr
-	if i := strings.LastIndexByte(host, ':'); i >= 0 {
-		host = host[:i]
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
 	}
 	return host
 }

@@ -52,3 +52,49 @@ func ExampleStart() {
 	fmt.Println(st.Total, st.Admitted >= 10)
 	// Output: 12 true
 }
+
+func ExampleIETF() {
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	srv := fakeserver.New(fakeserver.Config{
+		Algorithm: fakeserver.FixedWindow,
+		Limit:     2,
+		Window:    time.Minute,
+		Dialect:   fakeserver.IETF{},
+		Now:       func() time.Time { return now },
+	})
+	now = now.Add(15 * time.Second)
+	for range 3 {
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		h := rec.Header()
+		fmt.Printf("%d RateLimit: %s Retry-After: %q\n", rec.Code, h.Get("RateLimit"), h.Get("Retry-After"))
+	}
+	// Output:
+	// 200 RateLimit: "default";r=1;t=45 Retry-After: ""
+	// 200 RateLimit: "default";r=0;t=45 Retry-After: ""
+	// 429 RateLimit: "default";r=0;t=45 Retry-After: "45"
+}
+
+func ExampleServer_SetOutage() {
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	srv := fakeserver.New(fakeserver.Config{
+		Limit: 100,
+		Now:   func() time.Time { return now },
+		Faults: fakeserver.Faults{
+			OutageStatus: http.StatusServiceUnavailable,
+		},
+	})
+	srv.SetOutage(now, now.Add(5*time.Second))
+	for range 3 {
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		fmt.Println(now.Format(time.TimeOnly), rec.Code)
+		now = now.Add(3 * time.Second)
+	}
+	fmt.Println("outage:", srv.Stats().Outage)
+	// Output:
+	// 12:00:00 503
+	// 12:00:03 503
+	// 12:00:06 200
+	// outage: 2
+}

@@ -244,3 +244,13 @@ type closeCounter struct {
 
 func (c *closeCounter) Read(p []byte) (int, error) { return 0, io.EOF }
 func (c *closeCounter) Close() error               { c.closes++; return nil }
+
+func TestKeyByRemoteIP(t *testing.T) {
+	for addr, want := range map[string]string{
+		"192.0.2.1:5678": "192.0.2.1",
+		"[::1]:80":       "::1",
+		"unix":           "unix",
+	} {
+		assert.Equal(t, want, KeyByRemoteIP(&http.Request{RemoteAddr: addr}))
+	}
+}
