@@ -1,0 +1,205 @@
+package fakeserver
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Algorithm selects how a Server decides which requests to admit.
+type Algorithm int
+
+const (
+	// TokenBucket holds Burst tokens and gains Limit tokens per Window; a
+	// request spends one token or is rejected. It starts full.
+	TokenBucket Algorithm = iota
+
+	// LeakyBucket is a leaky bucket used as a meter, without a queue: the
+	// generic cell rate algorithm (GCRA). Each admitted request pours one unit
+	// into a bucket of capacity Burst that leaks Limit units per Window; a
+	// request that would overflow it is rejected. It admits exactly the same
+	// requests as TokenBucket with the same settings (the two are duals); it
+	// exists so that the bucket's bookkeeping (a theoretical arrival time)
+	// and its level, as Shopify reports it, are modelled directly.
+	LeakyBucket
+
+	// FixedWindow admits Limit requests in each window [k·Window, (k+1)·Window)
+	// of Unix time, so windows of a second start on whole seconds. A client
+	// can get 2·Limit requests through in one Window across a boundary.
+	FixedWindow
+
+	// SlidingWindow admits a request at t if fewer than Limit requests were
+	// admitted in (t-Window, t]. It is an exact sliding log, not the usual
+	// two-counter approximation: it keeps the times of the last Limit
+	// admitted requests of each key (8 bytes each).
+	SlidingWindow
+)
+
+var algorithmNames = []string{"token-bucket", "leaky-bucket", "fixed-window", "sliding-window"}
+
+// String returns the algorithm's name as ParseAlgorithm accepts it, such as
+// "token-bucket".
+func (a Algorithm) String() string {
+	if a >= 0 && int(a) < len(algorithmNames) {
+		return algorithmNames[a]
+	}
+	return fmt.Sprintf("Algorithm(%d)", int(a))
+}
+
+// ParseAlgorithm returns the Algorithm named s: "token-bucket",
+// "leaky-bucket" (or "gcra"), "fixed-window" or "sliding-window".
+func ParseAlgorithm(s string) (Algorithm, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if s == "gcra" {
+		return LeakyBucket, nil
+	}
+	for i, name := range algorithmNames {
+		if s == name {
+			return Algorithm(i), nil
+		}
+	}
+	return 0, fmt.Errorf("fakeserver: unknown algorithm %q (want one of %s)", s, strings.Join(algorithmNames, ", "))
+}
+
+// DefaultStatsPath is where a Server answers with its Stats as JSON unless
+// Config.StatsPath says otherwise.
+const DefaultStatsPath = "/_stats"
+
+// Config describes a Server. The zero value is a valid configuration: one
+// global token bucket of 50 requests per second with a burst of 1, answering
+// 429 with Retry-After in whole seconds.
+type Config struct {
+	// Algorithm is the limiting algorithm. The zero value is TokenBucket.
+	Algorithm Algorithm
+
+	// Limit is the number of requests admitted per Window, for each key.
+	// Zero or negative means 50.
+	Limit int
+
+	// Window is the period Limit applies to. Zero or negative means one
+	// second. The limiters are exact to the nanosecond, as long as
+	// Burst·Window and Limit·Window (in nanoseconds) fit an int64.
+	Window time.Duration
+
+	// Burst is the capacity of the bucket for TokenBucket and LeakyBucket:
+	// the number of requests a rested key can send at once. Zero or negative
+	// means 1, strict pacing, which makes a client that bursts visible at
+	// once. The window algorithms ignore it.
+	Burst int
+
+	// Now is the server's clock. Nil means time.Now, which also follows the
+	// fake clock inside a testing/synctest bubble.
+	Now func() time.Time
+
+	// ClockSkew is added to the server's clock wherever it is shown to the
+	// client: the Date header of every response, HTTP dates and epoch
+	// timestamps in rate-limit headers. The limiter itself runs on Now.
+	// A positive skew makes the server's clock run ahead of the client's.
+	ClockSkew time.Duration
+
+	// Key maps a request to the key whose limit it counts against. Nil means
+	// one limit for all requests. See KeyByHeader and KeyByRemoteIP.
+	Key func(*http.Request) string
+
+	// MaxKeys bounds the number of keys tracked at once. When it is exceeded,
+	// keys at rest are forgotten first (which changes nothing), then the least
+	// recently seen key. Zero or negative means 100000.
+	MaxKeys int
+
+	// Handler answers admitted requests. Nil means a small JSON body such as
+	// {"path":"/items/1"} with status 200.
+	Handler http.Handler
+
+	// Dialect writes the rate-limit headers and the rejection response.
+	// Nil means RetryAfterSeconds{}: 429 with Retry-After in whole seconds.
+	Dialect Dialect
+
+	// StatsPath is the path where the server answers with its Stats as JSON.
+	// Requests to it are neither limited nor counted. Empty means
+	// DefaultStatsPath, "/_stats".
+	StatsPath string
+
+	// Faults adds failures to the responses. The zero value adds none.
+	Faults Faults
+}
+
+// Faults describes failures a Server injects, for testing retries, breakers
+// and timeouts. Faults are decided when a request arrives, before the limiter,
+// and a request that meets one spends no quota. Random faults draw from a
+// generator seeded with Seed, so a sequential run is repeatable.
+type Faults struct {
+	// OutageStatus is the status of every response during an outage (see
+	// Server.SetOutage). Zero means 500 Internal Server Error.
+	OutageStatus int
+
+	// ErrorRate is the share of requests, from 0 to 1, answered with
+	// ErrorStatus at random.
+	ErrorRate float64
+
+	// ErrorStatus is the status of random errors. Zero means 500.
+	ErrorStatus int
+
+	// ResetRate is the share of requests, from 0 to 1, whose connection is
+	// reset without a response (a TCP RST where the connection allows it).
+	ResetRate float64
+
+	// Latency is added to every response. The wait ends early, and no
+	// response is written, if the request's context is done.
+	Latency time.Duration
+
+	// Jitter adds a random latency, uniform in [0, Jitter), to Latency.
+	Jitter time.Duration
+
+	// Seed seeds the random generator for ErrorRate, ResetRate and Jitter.
+	Seed uint64
+}
+
+// withDefaults returns cfg with its zero values replaced by the defaults.
+func (cfg Config) withDefaults() Config {
+	if cfg.Limit <= 0 {
+		cfg.Limit = 50
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = time.Second
+	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = 1
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxKeys <= 0 {
+		cfg.MaxKeys = 100000
+	}
+	if cfg.Dialect == nil {
+		cfg.Dialect = RetryAfterSeconds{}
+	}
+	if cfg.StatsPath == "" {
+		cfg.StatsPath = DefaultStatsPath
+	}
+	if cfg.Faults.OutageStatus == 0 {
+		cfg.Faults.OutageStatus = http.StatusInternalServerError
+	}
+	if cfg.Faults.ErrorStatus == 0 {
+		cfg.Faults.ErrorStatus = http.StatusInternalServerError
+	}
+	return cfg
+}
+
+// KeyByHeader returns a Config.Key that limits each value of the request
+// header name separately, such as an API token.
+func KeyByHeader(name string) func(*http.Request) string {
+	return func(r *http.Request) string { return r.Header.Get(name) }
+}
+
+// KeyByRemoteIP is a Config.Key that limits each client IP address
+// separately.
+func KeyByRemoteIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}

@@ -1,0 +1,82 @@
+package fakeserver
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// IETF is the dialect of draft-ietf-httpapi-ratelimit-headers-11: every
+// response carries the policy and the quota left, as Structured Fields,
+//
+//	RateLimit-Policy: "default";q=50;w=1
+//	RateLimit: "default";r=3;t=1
+//
+// where q is Limit, w is Window in seconds, r is the remaining quota and t
+// the seconds until it is restored in full (rounded up). A rejection is a
+// 429 with Retry-After in whole seconds, rounded up.
+type IETF struct {
+	// Policy is the name of the quota policy. Empty means "default".
+	Policy string
+}
+
+// Header adds RateLimit-Policy and RateLimit.
+func (d IETF) Header(h http.Header, s State) {
+	name := sfString(cmpOr(d.Policy, "default"))
+	h.Set("RateLimit-Policy", name+";q="+strconv.Itoa(s.Limit)+";w="+strconv.FormatInt(ceilSeconds(s.Window), 10))
+	h.Set("RateLimit", name+";r="+strconv.Itoa(s.Remaining)+";t="+strconv.FormatInt(ceilSeconds(s.ResetAfter), 10))
+}
+
+// Reject returns a 429 with Retry-After in seconds.
+func (IETF) Reject(h http.Header, s State) Rejection {
+	return RetryAfterSeconds{}.Reject(h, s)
+}
+
+// IETF06 is the dialect of draft-ietf-httpapi-ratelimit-headers-06 and of
+// many gateways (Kong, Envoy): three separate fields,
+//
+//	RateLimit-Limit: 10
+//	RateLimit-Remaining: 3
+//	RateLimit-Reset: 7
+//
+// where Limit is the capacity (Burst for the buckets), Remaining the quota
+// left and Reset the seconds until it is restored in full, rounded up. A
+// rejection is a 429 with Retry-After in whole seconds, rounded up.
+type IETF06 struct{}
+
+// Header adds RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset.
+func (IETF06) Header(h http.Header, s State) {
+	h.Set("RateLimit-Limit", strconv.Itoa(s.Capacity))
+	h.Set("RateLimit-Remaining", strconv.Itoa(s.Remaining))
+	h.Set("RateLimit-Reset", strconv.FormatInt(ceilSeconds(s.ResetAfter), 10))
+}
+
+// Reject returns a 429 with Retry-After in seconds.
+func (IETF06) Reject(h http.Header, s State) Rejection {
+	return RetryAfterSeconds{}.Reject(h, s)
+}
+
+// sfString returns s as a Structured Field string (RFC 9651 3.3.3),
+// dropping the characters a string may not hold.
+func sfString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, c := range []byte(s) {
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c >= 0x20 && c < 0x7f:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

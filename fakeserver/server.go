@@ -1,0 +1,182 @@
+package fakeserver
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Server is a fake rate-limited HTTP API. It is an http.Handler: it answers
+// every request with the configured Handler if the request's key is within
+// its limit, and with the Dialect's rejection otherwise, and it counts what
+// it did (see Stats). It is safe for concurrent use.
+//
+// All requests are served under one lock, which makes the server exact and
+// its counters consistent; it is meant for tests and demos, not for load
+// beyond some tens of thousands of requests per second.
+type Server struct {
+	cfg Config
+
+	mu       sync.Mutex
+	keys     map[string]*client
+	stats    Stats
+	admitted []int64 // Unix nanoseconds of admitted requests, in order
+	rng      *rand.Rand
+	outage   [2]time.Time // [from, until) of the scheduled outage
+}
+
+// client is the state of one key.
+type client struct {
+	lim       limiter
+	notBefore int64 // the key was told to wait until then (Unix ns)
+	lastSeen  int64
+}
+
+// New returns a Server for cfg; see Config for the defaults of its zero
+// values.
+func New(cfg Config) *Server {
+	cfg = cfg.withDefaults()
+	seed := cfg.Faults.Seed
+	return &Server{
+		cfg:  cfg,
+		keys: make(map[string]*client),
+		rng:  rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+	}
+}
+
+// Config returns the server's configuration, with defaults filled in.
+func (s *Server) Config() Config { return s.cfg }
+
+// verdict is what the server decided for one request, under its lock.
+type verdict struct {
+	kind   int // one of the verdict kinds below
+	status int
+	body   []byte
+	delay  time.Duration
+}
+
+const (
+	verdictAdmit = iota
+	verdictRespond
+	verdictReset
+)
+
+// ServeHTTP answers r: with the server's Stats as JSON at Config.StatsPath,
+// and otherwise as the limiter, the dialect and the faults decide.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	now := s.cfg.Now()
+	if r.URL.Path == s.cfg.StatsPath {
+		s.serveStats(w, r, now)
+		return
+	}
+	key := ""
+	if s.cfg.Key != nil {
+		key = s.cfg.Key(r)
+	}
+	h := make(http.Header)
+	v := s.decide(now, key, h)
+	if v.kind == verdictReset {
+		resetConn(w)
+		return
+	}
+	if v.delay > 0 && !sleepCtx(r.Context(), v.delay) {
+		return // the client gave up
+	}
+	wh := w.Header()
+	for k, vals := range h {
+		wh[k] = vals
+	}
+	wh.Set("Date", httpDate(s.cfg.Now().Add(s.cfg.ClockSkew)))
+	if v.kind == verdictAdmit {
+		if s.cfg.Handler != nil {
+			s.cfg.Handler.ServeHTTP(w, r)
+		} else {
+			serveDefault(w, r)
+		}
+		return
+	}
+	w.WriteHeader(v.status)
+	_, _ = w.Write(v.body)
+}
+
+// decide counts the request arriving at now with key and decides how to
+// answer it, adding the dialect's headers to h.
+func (s *Server) decide(now time.Time, key string, h http.Header) verdict {
+	t := now.UnixNano()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.Total++
+	c := s.keys[key]
+	if c != nil && t < c.notBefore {
+		s.stats.Early++
+	}
+	v := verdict{delay: s.latency()}
+	if f, ok := s.fault(now, h); ok {
+		f.delay = v.delay
+		return f
+	}
+	if c == nil {
+		c = s.addKey(key, t)
+	}
+	c.lastSeen = t
+	d := c.lim.take(t)
+	st := State{
+		Key:        key,
+		Allowed:    d.allowed,
+		Limit:      s.cfg.Limit,
+		Window:     s.cfg.Window,
+		Capacity:   d.capacity,
+		Remaining:  d.remaining,
+		ResetAfter: d.resetAfter,
+		NextAfter:  d.nextAfter,
+		RetryAfter: d.retryAfter,
+		Now:        now.Add(s.cfg.ClockSkew),
+	}
+	s.cfg.Dialect.Header(h, st)
+	if d.allowed {
+		s.stats.Admitted++
+		s.admitted = append(s.admitted, t)
+		return v
+	}
+	s.stats.Rejected++
+	rej := s.cfg.Dialect.Reject(h, st)
+	wait := rej.Wait
+	if wait <= 0 {
+		wait = d.retryAfter
+	}
+	c.notBefore = max(c.notBefore, t+int64(wait))
+	v.kind, v.status, v.body = verdictRespond, rej.Status, rej.Body
+	return v
+}
+
+// addKey starts tracking key, forgetting others if there are too many.
+func (s *Server) addKey(key string, now int64) *client {
+	if len(s.keys) >= s.cfg.MaxKeys {
+		for k, c := range s.keys {
+			if now >= c.notBefore && c.lim.idle(now) {
+				delete(s.keys, k)
+			}
+		}
+	}
+	if len(s.keys) >= s.cfg.MaxKeys {
+		oldest, first := "", true
+		for k, c := range s.keys {
+			if first || c.lastSeen < s.keys[oldest].lastSeen {
+				oldest, first = k, false
+			}
+		}
+		delete(s.keys, oldest)
+	}
+	c := &client{lim: newLimiter(&s.cfg)}
+	s.keys[key] = c
+	return c
+}
+
+func serveDefault(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(struct {
+		Path string `json:"path"`
+	}{r.URL.Path})
+}
