@@ -1,0 +1,312 @@
+// Command batchexport exports records to a rate-limited API through
+// headway, the way a batch job would: many workers, one shared limit, no
+// 429s.
+//
+// By default it starts the bundled fake API in-process (50 requests a
+// second, burst 10) and exports 2,000 records to it with 32 workers:
+//
+//	go run ./examples/batchexport
+//
+// Aim it at a fake server started on its own with -url:
+//
+//	go run ./fakeserver/cmd/fakeserver -addr 127.0.0.1:8080 -rate 50 -burst 10 &
+//	go run ./examples/batchexport -url http://127.0.0.1:8080
+//
+// It ends with a summary: records, elapsed time, the rate achieved after
+// the initial burst against the limit, the 429s received and the retries.
+// It exits with status 1 if a record could not be exported or a 429 came
+// back.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/headway-go/headway"
+	"github.com/headway-go/headway/fakeserver"
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+type config struct {
+	records  int
+	rate     int
+	burst    int
+	workers  int
+	url      string
+	progress string
+}
+
+// summary is what one export did.
+type summary struct {
+	Records     int
+	Failed      int64
+	Elapsed     time.Duration
+	Rate        float64 // achieved after the initial burst, per second
+	Limit       int     // per second
+	TooMany     int64   // 429s received
+	Retries     int64
+	ServerStats *serverStats // nil when the server gave none
+}
+
+// serverStats is the part of the fake server's /_stats JSON this example
+// reads.
+type serverStats struct {
+	Admitted int64 `json:"admitted"`
+	Rejected int64 `json:"rejected"`
+	Early    int64 `json:"early"`
+	Peak     int   `json:"peak"`
+}
+
+func main() {
+	var cfg config
+	flag.IntVar(&cfg.records, "n", 2000, "number of records to export")
+	flag.IntVar(&cfg.rate, "rate", 50, "the API's limit, in requests per second")
+	flag.IntVar(&cfg.burst, "burst", 10, "the API's burst")
+	flag.IntVar(&cfg.workers, "workers", 32, "concurrent workers")
+	flag.StringVar(&cfg.url, "url", "", "base URL of an external API (default: start the fake API in-process)")
+	flag.StringVar(&cfg.progress, "progress", "auto", "progress display: bar, lines or auto (a bar on a terminal)")
+	flag.Parse()
+	log.SetFlags(0)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	sum, err := run(ctx, cfg, os.Stderr)
+	if err != nil {
+		log.Fatalf("batchexport: %v", err)
+	}
+	printSummary(os.Stdout, sum)
+	if sum.Failed > 0 || sum.TooMany > 0 {
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg config, progressOut io.Writer) (summary, error) {
+	if cfg.records <= 0 || cfg.rate <= 0 || cfg.workers <= 0 {
+		return summary{}, errors.New("-n, -rate and -workers must be positive")
+	}
+	base := cfg.url
+	if base == "" {
+		fs, err := fakeserver.Start(fakeserver.Config{Limit: cfg.rate, Window: time.Second, Burst: cfg.burst})
+		if err != nil {
+			return summary{}, err
+		}
+		defer fs.Close()
+		base = fs.URL
+	}
+
+	// Pace to the API's published limit. The client's burst is one below
+	// the server's: that one request of headroom absorbs the jitter of the
+	// network (a request can reach the server sooner than the one sent
+	// before it), at no cost to the steady rate.
+	limit := headway.PerSecond(cfg.rate).WithBurst(max(cfg.burst-1, 1))
+	httpTransport := http.DefaultTransport.(*http.Transport).Clone()
+	httpTransport.MaxIdleConnsPerHost = cfg.workers
+	client := &http.Client{
+		Transport: headway.New(httpTransport, headway.WithLimit(limit)),
+		Timeout:   time.Minute,
+	}
+	defer httpTransport.CloseIdleConnections()
+
+	before, _ := fetchStats(ctx, client, base)
+	bar := newProgress(cfg, progressOut)
+	var (
+		tooMany, retries, failed atomic.Int64
+		mu                       sync.Mutex
+		first, last              time.Time
+		sent                     int
+	)
+	record := func(at time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		if sent == 0 || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
+		sent++
+	}
+	export := func(id int) {
+		body, _ := json.Marshal(map[string]any{"id": id, "name": "record-" + strconv.Itoa(id)})
+		for attempt := 1; ; attempt++ {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/records", bytes.NewReader(body))
+			if err != nil {
+				failed.Add(1)
+				return
+			}
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusTooManyRequests {
+					tooMany.Add(1)
+				}
+				if resp.StatusCode < 300 {
+					record(time.Now())
+					return
+				}
+			}
+			if attempt == 3 || ctx.Err() != nil {
+				failed.Add(1)
+				return
+			}
+			retries.Add(1)
+		}
+	}
+
+	start := time.Now()
+	ids := make(chan int)
+	var wg sync.WaitGroup
+	for range cfg.workers {
+		wg.Go(func() {
+			for id := range ids {
+				export(id)
+				bar.Add(1)
+			}
+		})
+	}
+feed:
+	for id := range cfg.records {
+		select {
+		case ids <- id:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(ids)
+	wg.Wait()
+	bar.Finish()
+
+	sum := summary{
+		Records: sent,
+		Failed:  failed.Load(),
+		Elapsed: time.Since(start),
+		Limit:   cfg.rate,
+		TooMany: tooMany.Load(),
+		Retries: retries.Load(),
+	}
+	// The rate after the initial burst: the requests after the burst over
+	// the time between the first and the last response.
+	if b := max(cfg.burst-1, 1); sent > b && last.After(first) {
+		sum.Rate = float64(sent-b) / last.Sub(first).Seconds()
+	}
+	if after, err := fetchStats(ctx, client, base); err == nil {
+		if before != nil {
+			after.Admitted -= before.Admitted
+			after.Rejected -= before.Rejected
+			after.Early -= before.Early
+		}
+		sum.ServerStats = after
+	}
+	return sum, ctx.Err()
+}
+
+// fetchStats reads the fake server's counters, if the server has them.
+func fetchStats(ctx context.Context, client *http.Client, base string) (*serverStats, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+fakeserver.DefaultStatsPath+"?window=1s", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, resp.Body)
+		return nil, fmt.Errorf("stats: %s", resp.Status)
+	}
+	var st serverStats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+func printSummary(w io.Writer, s summary) {
+	fmt.Fprintf(w, "records exported: %d (failed: %d)\n", s.Records, s.Failed)
+	fmt.Fprintf(w, "elapsed:          %v\n", s.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "achieved rate:    %.2f/s after the burst, limit %d/s (%+.2f%%)\n",
+		s.Rate, s.Limit, 100*(s.Rate-float64(s.Limit))/float64(s.Limit))
+	fmt.Fprintf(w, "429s received:    %d\n", s.TooMany)
+	fmt.Fprintf(w, "retries:          %d\n", s.Retries)
+	if st := s.ServerStats; st != nil {
+		fmt.Fprintf(w, "server saw:       %d admitted, %d rejected, %d early, peak %d in any 1s window\n",
+			st.Admitted, st.Rejected, st.Early, st.Peak)
+	}
+}
+
+// progress is a progress bar on a terminal, and a line every few seconds
+// elsewhere.
+type progress interface {
+	Add(int) error
+	Finish() error
+}
+
+func newProgress(cfg config, out io.Writer) progress {
+	mode := cfg.progress
+	if mode == "auto" {
+		mode = "lines"
+		if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			mode = "bar"
+		}
+	}
+	if mode == "bar" {
+		return progressbar.NewOptions(cfg.records,
+			progressbar.OptionSetWriter(out),
+			progressbar.OptionSetDescription("exporting"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(),
+			progressbar.OptionSetItsString("records"),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionOnCompletion(func() { fmt.Fprintln(out) }),
+		)
+	}
+	return &lines{out: out, total: cfg.records, start: time.Now(), every: 5 * time.Second}
+}
+
+// lines reports progress as plain lines, at most one per interval.
+type lines struct {
+	mu    sync.Mutex
+	out   io.Writer
+	total int
+	done  int
+	start time.Time
+	next  time.Time
+	every time.Duration
+}
+
+func (l *lines) Add(n int) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.done += n
+	if now := time.Now(); now.After(l.next) && l.done < l.total {
+		if !l.next.IsZero() {
+			fmt.Fprintf(l.out, "exported %d/%d records in %v\n", l.done, l.total, now.Sub(l.start).Round(time.Second))
+		}
+		l.next = now.Add(l.every)
+	}
+	return nil
+}
+
+func (l *lines) Finish() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.out, "exported %d/%d records in %v\n", l.done, l.total, time.Since(l.start).Round(time.Millisecond))
+	return nil
+}
