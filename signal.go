@@ -304,26 +304,30 @@ func ParseSignal(in *SignalInput) Signal {
 // A response without any rate-limit field costs one pass over the header
 // keys and no allocation.
 func (p *SignalParser) Parse(in *SignalInput) Signal {
-	var dialects []Dialect
-	maxWait := DefaultMaxWait
+	fam := scanHeader(in.Header)
+	mayLimit := in.Status == http.StatusTooManyRequests || in.Status == http.StatusServiceUnavailable ||
+		in.Status == http.StatusForbidden
+	if fam&^(famAge|famNonCanonical) == 0 && !mayLimit && (p == nil || p.Dialects == nil) {
+		return Signal{Retryable: true}
+	}
+	return p.parse(in, fam)
+}
+
+// parse is the slow path of Parse, kept apart so that the fast path stays
+// small.
+func (p *SignalParser) parse(in *SignalInput, fam family) Signal {
+	dialects, maxWait := builtinDialects, DefaultMaxWait
 	if p != nil {
-		dialects = p.Dialects
+		if p.Dialects != nil {
+			dialects = p.Dialects
+		}
 		if p.MaxWait > 0 {
 			maxWait = p.MaxWait
 		}
 	}
-	fam := scanHeader(in.Header)
-	limitStatus := in.Status == http.StatusTooManyRequests || in.Status == http.StatusServiceUnavailable
-	mayLimit := limitStatus || in.Status == http.StatusForbidden
-	if dialects == nil {
-		if fam&^(famAge|famNonCanonical) == 0 && !mayLimit {
-			return Signal{Retryable: true}
-		}
-		dialects = builtinDialects
-	}
 
 	// Copied so that in does not escape through the Dialect interface, which
-	// would cost an allocation on the fast path above.
+	// would cost the fast path an allocation.
 	w := new(SignalInput)
 	*w = *in
 	w.fam, w.srvDone = fam, false
@@ -331,12 +335,13 @@ func (p *SignalParser) Parse(in *SignalInput) Signal {
 		w.Header = canonicalHeader(in.Header)
 	}
 
+	limitStatus := in.Status == http.StatusTooManyRequests || in.Status == http.StatusServiceUnavailable
 	s := new(Signal)
 	s.Throttled, s.Retryable = limitStatus, true
 	if fam&famAge != 0 && isStale(w.Header) {
 		return *s
 	}
-	if mayLimit {
+	if limitStatus || in.Status == http.StatusForbidden {
 		readRetryAfter(w, s)
 		if in.Status == http.StatusForbidden && s.RetryAfter {
 			s.Throttled = true // GitHub's secondary limits, and others like them
@@ -393,7 +398,7 @@ const (
 func scanHeader(h http.Header) family {
 	var fam family
 	for k := range h {
-		if len(k) < 3 {
+		if len(k) < 3 || !firstByte[k[0]] {
 			continue
 		}
 		var f family
@@ -448,6 +453,15 @@ func scanHeader(h http.Header) family {
 	}
 	return fam
 }
+
+// firstByte marks the bytes a key of a known family may begin with, so that
+// scanHeader rejects most keys with one load.
+var firstByte = func() (t [256]bool) {
+	for _, c := range "rRxXaAbBzZsS" {
+		t[c] = true
+	}
+	return t
+}()
 
 // hasPrefixFold reports whether s begins with prefix, ignoring ASCII case;
 // prefix must be lower-case letters, digits and '-'.
