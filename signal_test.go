@@ -3,6 +3,7 @@ package headway
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"os"
@@ -130,7 +131,7 @@ func checkInvariants(t testing.TB, s Signal) {
 	if !s.HasWait && (s.Wait != 0 || s.RetryAfter || s.TooLong) {
 		t.Fatalf("wait set without HasWait: %+v", s)
 	}
-	if s.TooLong && (!s.RetryAfter || s.Wait <= DefaultMaxWait) {
+	if s.TooLong && (!s.RetryAfter || s.Wait <= 0) {
 		t.Fatalf("TooLong without a long stated delay: %+v", s)
 	}
 	if !s.HasRemaining && s.Remaining != 0 {
@@ -145,4 +146,84 @@ func TestSignalSaturates(t *testing.T) {
 	s := ParseSignal(&SignalInput{Status: 429, Header: http.Header{"Retry-After": {"99999999999999999999"}}})
 	assert.True(t, s.TooLong)
 	assert.Equal(t, time.Duration(math.MaxInt64), s.Wait)
+}
+
+// signalCase is a response and the exact Signal expected from it.
+type signalCase struct {
+	name    string
+	status  int
+	headers [][2]string
+	body    string
+	want    Signal
+}
+
+// caseNow is the local clock of every signalCase; dateNow its Date header.
+var (
+	caseNow = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	dateNow = [2]string{"Date", "Tue, 10 Mar 2026 12:00:00 GMT"}
+)
+
+func runCases(t *testing.T, p *SignalParser, cases []signalCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := http.Header{}
+			for _, kv := range c.headers {
+				h[kv[0]] = append(h[kv[0]], kv[1]) // keys as given, even non-canonical
+			}
+			in := &SignalInput{Status: c.status, Header: h, Now: caseNow}
+			if c.body != "" {
+				in.Body = []byte(c.body)
+			}
+			got := p.Parse(in)
+			assert.Equal(t, c.want, got)
+			checkInvariants(t, got)
+		})
+	}
+}
+
+func TestScopeString(t *testing.T) {
+	assert.Equal(t, "key", ScopeKey.String())
+	assert.Equal(t, "global", ScopeGlobal.String())
+}
+
+func TestAddQuota(t *testing.T) {
+	var s Signal
+	s.AddQuota(Quota{Remaining: -1, Reset: time.Second})
+	assert.Equal(t, Signal{}, s, "negative remaining ignored")
+
+	s.AddQuota(Quota{Remaining: 10, Reset: 30 * time.Second, Limit: 100, Period: time.Minute})
+	s.AddQuota(Quota{Remaining: 0, Reset: 2 * time.Hour, Unit: "tokens"})
+	assert.Equal(t, Signal{Wait: 2 * time.Hour, HasWait: true, Remaining: 10, HasRemaining: true,
+		Reset: 30 * time.Second, Limit: 100, Period: time.Minute}, s, "tokens govern the wait, not Remaining")
+
+	s.AddRetryAfter(5 * time.Second)
+	s.AddQuota(Quota{Remaining: 0, Reset: time.Hour})
+	assert.Equal(t, 5*time.Second, s.Wait, "a stated delay wins whatever the order")
+	assert.Equal(t, int64(0), s.Remaining)
+	s.AddRetryAfter(-time.Second)
+	assert.Equal(t, 5*time.Second, s.Wait, "the longest stated delay wins")
+}
+
+func TestCustomDialects(t *testing.T) {
+	acme := DialectFunc(func(in *SignalInput, s *Signal) {
+		if n, ok := parseCount(in.Header.Get("X-Acme-Quota-Left")); ok {
+			s.AddQuota(Quota{Remaining: int64(n), Reset: time.Minute})
+		}
+	})
+	p := &SignalParser{Dialects: append(DefaultDialects(), acme)}
+	runCases(t, p, []signalCase{
+		{name: "custom dialect runs", status: 200, headers: [][2]string{dateNow, {"X-Acme-Quota-Left", "0"}},
+			want: Signal{Retryable: true, Wait: time.Minute, HasWait: true, HasRemaining: true, Reset: time.Minute}},
+		{name: "with the built-ins", status: 200, headers: [][2]string{{"X-Acme-Quota-Left", "9"}, {"X-Ratelimit-Remaining", "3"}},
+			want: Signal{Retryable: true, Remaining: 3, HasRemaining: true}},
+	})
+	runCases(t, &SignalParser{Dialects: []Dialect{}}, []signalCase{
+		{name: "no dialect: Retry-After still read", status: 429, headers: [][2]string{{"Retry-After", "3"}, {"X-Ratelimit-Remaining", "0"}},
+			want: Signal{Throttled: true, Retryable: true, Wait: 3 * time.Second, HasWait: true, RetryAfter: true}},
+	})
+	assert.Len(t, DefaultDialects(), len(builtinDialects))
+	for _, d := range DefaultDialects() {
+		assert.NotEmpty(t, fmt.Sprint(d))
+	}
 }
