@@ -198,13 +198,17 @@ func ietfSeparate(in *SignalInput, s *Signal) {
 	if l, ok := minCount(h["Ratelimit-Limit"]); ok {
 		q.Limit = l
 	} else if v := h["Ratelimit-Limit"]; len(v) > 0 {
-		// Early drafts: RateLimit-Limit: 10, 10;w=1, 1000;w=3600
+		// Early drafts: RateLimit-Limit: 10, 10;w=1, 1000;w=3600: the
+		// limit, then the policies, the one of the same size giving its window.
 		if list, err := httpsfv.UnmarshalList(v); err == nil && len(list) > 0 {
 			if it, ok := list[0].(httpsfv.Item); ok {
 				if n, ok := it.Value.(int64); ok && n >= 0 {
 					q.Limit = n
-					if w, present, valid := intParam(it.Params, "w"); present && valid {
-						q.Period = toDuration(uint64(w), 0, time.Second)
+					for _, p := range ietfPolicies(v) {
+						if p.q == n && p.w > 0 {
+							q.Period = p.w
+							break
+						}
 					}
 				}
 			}
