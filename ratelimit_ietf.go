@@ -197,20 +197,14 @@ func ietfSeparate(in *SignalInput, s *Signal) {
 	q := Quota{Remaining: r}
 	if l, ok := minCount(h["Ratelimit-Limit"]); ok {
 		q.Limit = l
-	} else if v := h["Ratelimit-Limit"]; len(v) > 0 {
+	} else if pols := ietfPolicies(h["Ratelimit-Limit"]); len(pols) > 0 && !pols[0].named {
 		// Early drafts: RateLimit-Limit: 10, 10;w=1, 1000;w=3600: the
 		// limit, then the policies, the one of the same size giving its window.
-		if list, err := httpsfv.UnmarshalList(v); err == nil && len(list) > 0 {
-			if it, ok := list[0].(httpsfv.Item); ok {
-				if n, ok := it.Value.(int64); ok && n >= 0 {
-					q.Limit = n
-					for _, p := range ietfPolicies(v) {
-						if p.q == n && p.w > 0 {
-							q.Period = p.w
-							break
-						}
-					}
-				}
+		q.Limit = pols[0].q
+		for _, p := range pols {
+			if p.q == q.Limit && p.w > 0 {
+				q.Period = p.w
+				break
 			}
 		}
 	}

@@ -46,9 +46,12 @@ type Signal struct {
 	// signal.
 	RetryAfter bool
 
-	// TooLong reports that the stated delay exceeds the parser's MaxWait: the
-	// client should not sleep on it but hand the response back at once.
-	// Wait still holds the stated delay, saturated rather than overflowed.
+	// TooLong reports that the stated delay (RetryAfter) exceeds the parser's
+	// MaxWait: the client should not sleep on it but hand the response back
+	// at once. Wait still holds the stated delay, saturated rather than
+	// overflowed. A wait derived from a quota's reset (GitHub's hourly
+	// window, say) never sets TooLong: it is the provider's window, not a
+	// suspect number; whether to sleep that long is the caller's choice.
 	TooLong bool
 
 	// Remaining is the number of requests left in the tightest window the
