@@ -8,13 +8,16 @@ package headway
 // left as they are) or a scalar token such as 64.57 or true. A value cut off
 // by the end of the snippet is not returned: its end is unknown.
 func jsonValue(b []byte, key string) (val []byte, isString, ok bool) {
+	if key == "" {
+		return nil, false, false
+	}
 	for off := 0; off < len(b); {
 		i := indexString(b[off:], key)
 		if i < 0 {
 			return nil, false, false
 		}
 		start, end := off+i, off+i+len(key)
-		off = end
+		off = start + 1
 		// The key must be a whole quoted string, not part of one.
 		if start == 0 || b[start-1] != '"' || (start >= 2 && b[start-2] == '\\') || end >= len(b) || b[end] != '"' {
 			continue
