@@ -1,0 +1,244 @@
+package headway
+
+import (
+	"time"
+
+	"github.com/dunglas/httpsfv"
+)
+
+// ietfDialect reads the IETF rate-limit fields of
+// draft-ietf-httpapi-ratelimit-headers, in all the shapes servers send:
+//
+//   - -08 to -11: RateLimit and RateLimit-Policy, Structured Field Lists of
+//     named policies (RFC 9651), e.g.
+//     RateLimit-Policy: "burst";q=100;w=60 and RateLimit: "burst";r=99;t=59.
+//     Names may be Strings or Tokens; q, w, qu are read on a policy, r and t
+//     on a limit; pk and unknown parameters are ignored; a field split over
+//     several lines is one list. A field that does not parse is ignored
+//     whole, a member with an invalid r or t is ignored alone.
+//   - -07: RateLimit: limit=10, remaining=0, reset=10 (a Dictionary), with
+//     RateLimit-Policy: 10;w=1 giving the window.
+//   - -06 and Kong: separate RateLimit-Limit, RateLimit-Remaining and
+//     RateLimit-Reset; GitLab's RateLimit-Reset as an epoch and
+//     RateLimit-ResetTime as an HTTP-date.
+//   - Atlassian's Beta-RateLimit and Beta-RateLimit-Policy, read as -11.
+type ietfDialect struct{}
+
+func (ietfDialect) String() string { return "ietf" }
+
+// ietfPolicy is one member of RateLimit-Policy.
+type ietfPolicy struct {
+	name  string // "" for the unnamed Integer members of -06 and -07
+	q     int64
+	w     time.Duration
+	unit  string
+	named bool
+}
+
+func (ietfDialect) Parse(in *SignalInput, s *Signal) {
+	if !in.has(famIETF) {
+		return
+	}
+	h := in.Header
+	policies := ietfPolicies(firstField(h, "Ratelimit-Policy", "Beta-Ratelimit-Policy"))
+	if lines := firstField(h, "Ratelimit", "Beta-Ratelimit"); len(lines) > 0 {
+		if list, err := httpsfv.UnmarshalList(lines); err == nil {
+			ietfLimits(list, policies, s)
+		} else if dict, err := httpsfv.UnmarshalDictionary(lines); err == nil {
+			ietfDictionary(dict, policies, s)
+		}
+	}
+	ietfSeparate(in, s)
+	if !s.HasRemaining && s.Limit == 0 {
+		// Policies but no live counters: report the slowest request policy.
+		var slow *ietfPolicy
+		for i := range policies {
+			p := &policies[i]
+			if p.w > 0 && isRequests(p.unit) && (slow == nil || float64(p.q)*float64(slow.w) < float64(slow.q)*float64(p.w)) {
+				slow = p
+			}
+		}
+		if slow != nil {
+			s.Limit, s.Period = slow.q, slow.w
+		}
+	}
+}
+
+// firstField returns the lines of the first of the named fields present.
+func firstField(h map[string][]string, names ...string) []string {
+	for _, n := range names {
+		if v := h[n]; len(v) > 0 {
+			return v
+		}
+	}
+	return nil
+}
+
+// ietfPolicies parses RateLimit-Policy; an invalid field gives none, an
+// invalid member is skipped.
+func ietfPolicies(lines []string) []ietfPolicy {
+	if len(lines) == 0 {
+		return nil
+	}
+	list, err := httpsfv.UnmarshalList(lines)
+	if err != nil {
+		return nil
+	}
+	var out []ietfPolicy
+	for _, m := range list {
+		it, ok := m.(httpsfv.Item)
+		if !ok {
+			continue
+		}
+		var p ietfPolicy
+		if n, isInt := it.Value.(int64); isInt {
+			p.q = n // -06/-07: 10;w=1
+		} else if p.name, p.named = sfName(it.Value); p.named {
+			q, present, valid := intParam(it.Params, "q")
+			if !present || !valid {
+				continue
+			}
+			p.q = q
+		} else {
+			continue
+		}
+		if p.q < 0 {
+			continue
+		}
+		w, present, valid := intParam(it.Params, "w")
+		if present && (!valid || w == 0) {
+			continue
+		}
+		p.w = toDuration(uint64(w), 0, time.Second)
+		if u, ok := it.Params.Get("qu"); ok {
+			if p.unit, ok = sfName(u); !ok {
+				continue
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// ietfLimits reads the RateLimit List of -08 to -11.
+func ietfLimits(list httpsfv.List, policies []ietfPolicy, s *Signal) {
+	for _, m := range list {
+		it, ok := m.(httpsfv.Item)
+		if !ok {
+			continue
+		}
+		name, ok := sfName(it.Value)
+		if !ok {
+			continue
+		}
+		r, present, valid := intParam(it.Params, "r")
+		if !present || !valid {
+			continue
+		}
+		t, present, valid := intParam(it.Params, "t")
+		if present && !valid {
+			continue
+		}
+		q := Quota{Remaining: r, Reset: toDuration(uint64(t), 0, time.Second)}
+		for _, p := range policies {
+			if p.named && p.name == name {
+				q.Limit, q.Period, q.Unit = p.q, p.w, p.unit
+				break
+			}
+		}
+		s.AddQuota(q)
+	}
+}
+
+// ietfDictionary reads the RateLimit Dictionary of -07.
+func ietfDictionary(d *httpsfv.Dictionary, policies []ietfPolicy, s *Signal) {
+	get := func(k string) (int64, bool, bool) {
+		m, ok := d.Get(k)
+		if !ok {
+			return 0, false, false
+		}
+		it, ok := m.(httpsfv.Item)
+		if !ok {
+			return 0, true, false
+		}
+		n, ok := it.Value.(int64)
+		return n, true, ok && n >= 0
+	}
+	r, present, valid := get("remaining")
+	if !present || !valid {
+		return
+	}
+	q := Quota{Remaining: r}
+	if t, present, valid := get("reset"); present {
+		if !valid {
+			return
+		}
+		q.Reset = toDuration(uint64(t), 0, time.Second)
+	}
+	if l, present, valid := get("limit"); present && valid {
+		q.Limit = l
+		for _, p := range policies {
+			if !p.named && p.q == l {
+				q.Period = p.w
+				break
+			}
+		}
+	}
+	s.AddQuota(q)
+}
+
+// ietfSeparate reads the separate fields of -06, Kong and GitLab.
+func ietfSeparate(in *SignalInput, s *Signal) {
+	h := in.Header
+	r, ok := minCount(h["Ratelimit-Remaining"])
+	if !ok {
+		return
+	}
+	q := Quota{Remaining: r}
+	if l, ok := minCount(h["Ratelimit-Limit"]); ok {
+		q.Limit = l
+	} else if pols := ietfPolicies(h["Ratelimit-Limit"]); len(pols) > 0 && !pols[0].named {
+		// Early drafts: RateLimit-Limit: 10, 10;w=1, 1000;w=3600: the
+		// limit, then the policies, the one of the same size giving its window.
+		q.Limit = pols[0].q
+		for _, p := range pols {
+			if p.q == q.Limit && p.w > 0 {
+				q.Period = p.w
+				break
+			}
+		}
+	}
+	if d, ok := maxReset(h["Ratelimit-Reset"], in); ok {
+		q.Reset = d
+	} else if d, ok := maxReset(h["Ratelimit-Resettime"], in); ok {
+		q.Reset = d
+	}
+	s.AddQuota(q)
+}
+
+// sfName returns a policy name or unit given as a String or a Token.
+func sfName(v any) (string, bool) {
+	switch n := v.(type) {
+	case string:
+		return n, true
+	case httpsfv.Token:
+		return string(n), true
+	}
+	return "", false
+}
+
+// intParam returns the parameter k; valid means it is a non-negative
+// Integer.
+func intParam(p *httpsfv.Params, k string) (n int64, present, valid bool) {
+	if p == nil {
+		return 0, false, false
+	}
+	v, present := p.Get(k)
+	if !present {
+		return 0, false, false
+	}
+	n, valid = v.(int64)
+	return n, true, valid && n >= 0
+}
+
+func isRequests(unit string) bool { return unit == "" || unit == "requests" }

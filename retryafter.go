@@ -1,0 +1,221 @@
+package headway
+
+import (
+	"math"
+	"strings"
+	"time"
+)
+
+// maxDuration is where durations saturate instead of overflowing.
+const maxDuration = time.Duration(math.MaxInt64)
+
+// readRetryAfter records Retry-After (RFC 9110 10.2.3) and its millisecond
+// variants. Of several Retry-After lines the longest valid delay wins; a
+// millisecond field (retry-after-ms, x-ms-retry-after-ms) then refines it.
+func readRetryAfter(in *SignalInput, s *Signal) {
+	if !in.has(famRetryAfter) {
+		return
+	}
+	for _, v := range in.Header["Retry-After"] {
+		if d, ok := parseRetryAfter(v, in); ok {
+			s.AddRetryAfter(d)
+		}
+	}
+	ms, found := maxOf(in.Header["Retry-After-Ms"], parseMillis)
+	if xms, ok := maxOf(in.Header["X-Ms-Retry-After-Ms"], parseMillis); ok {
+		ms, found = max(ms, xms), true
+	}
+	if found {
+		s.refineRetryAfter(ms)
+	}
+}
+
+// parseRetryAfter parses one Retry-After value: delay-seconds (1*DIGIT, and
+// leniently a decimal such as Shopify's "2.0") or an HTTP-date, measured
+// against the server's clock. A date in the past gives zero. Signs,
+// exponents, NaN, underscores, other time zones and empty values are
+// invalid; huge values saturate.
+func parseRetryAfter(v string, in *SignalInput) (time.Duration, bool) {
+	v = trimOWS(v)
+	if v == "" {
+		return 0, false
+	}
+	if isDigit(v[0]) {
+		n, frac, ok := parseNumber(v)
+		if !ok {
+			return 0, false
+		}
+		return toDuration(n, frac, time.Second), true
+	}
+	t, ok := parseHTTPDate(v)
+	if !ok {
+		return 0, false
+	}
+	return untilTime(t, in.ServerTime()), true
+}
+
+// parseHTTPDate parses the three HTTP-date forms of RFC 9110 5.6.7:
+// IMF-fixdate, the obsolete RFC 850 form and asctime, all in GMT.
+func parseHTTPDate(v string) (time.Time, bool) {
+	v = trimOWS(v)
+	if len(v) < 24 {
+		return time.Time{}, false
+	}
+	layout := time.ANSIC // asctime: "Mon Jan _2 15:04:05 2006"
+	switch {
+	case v[3] == ',':
+		layout = time.RFC1123 // IMF-fixdate: "Mon, 02 Jan 2006 15:04:05 GMT"
+		if !strings.HasSuffix(v, " GMT") {
+			return time.Time{}, false
+		}
+	case strings.IndexByte(v, ',') > 0:
+		layout = time.RFC850 // "Monday, 02-Jan-06 15:04:05 GMT"
+		if !strings.HasSuffix(v, " GMT") {
+			return time.Time{}, false
+		}
+	}
+	t, err := time.Parse(layout, v)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return t.UTC(), true
+}
+
+// untilTime returns how long after now t is: zero for a time in the past,
+// saturated for one too far ahead.
+func untilTime(t, now time.Time) time.Duration {
+	return max(t.Sub(now), 0) // Sub saturates
+}
+
+// parseNumber parses 1*DIGIT ["." 1*DIGIT] after trimming spaces and tabs:
+// the whole part, saturated at math.MaxUint64, and the first nine digits of
+// the fraction in units of 1e-9. Anything else (signs, exponents, "NaN",
+// underscores, ".5", "5.") is invalid.
+func parseNumber(v string) (whole uint64, frac uint32, ok bool) {
+	v = trimOWS(v)
+	i := 0
+	for ; i < len(v) && isDigit(v[i]); i++ {
+		d := uint64(v[i] - '0')
+		if whole > (math.MaxUint64-d)/10 {
+			whole = math.MaxUint64
+		} else {
+			whole = whole*10 + d
+		}
+	}
+	if i == 0 {
+		return 0, 0, false
+	}
+	if i == len(v) {
+		return whole, 0, true
+	}
+	if v[i] != '.' || i+1 == len(v) {
+		return 0, 0, false
+	}
+	scale := uint32(100_000_000)
+	for i++; i < len(v); i++ {
+		if !isDigit(v[i]) {
+			return 0, 0, false
+		}
+		frac += uint32(v[i]-'0') * scale
+		scale /= 10
+	}
+	return whole, frac, true
+}
+
+// toDuration converts whole.frac units to a Duration, saturating at
+// maxDuration.
+func toDuration(whole uint64, frac uint32, unit time.Duration) time.Duration {
+	if whole > uint64(maxDuration/unit) {
+		return maxDuration
+	}
+	d := time.Duration(whole) * unit
+	f := time.Duration(uint64(frac) * uint64(unit) / 1e9)
+	if d > maxDuration-f {
+		return maxDuration
+	}
+	return d + f
+}
+
+// parseCount parses a non-negative count such as a remaining quota. A
+// decimal (Reddit's "599.0") is floored; huge values saturate.
+func parseCount(v string) (int64, bool) {
+	n, _, ok := parseNumber(v)
+	if !ok {
+		return 0, false
+	}
+	return int64(min(n, math.MaxInt64)), true
+}
+
+// parseReset parses a reset time as vendors send it and returns the time
+// from receipt until it: a number of seconds, an epoch in seconds (possibly
+// with a fraction) or in milliseconds, told apart by their magnitude next to
+// the server's clock; an RFC 3339 timestamp; or an HTTP-date.
+func parseReset(v string, in *SignalInput) (time.Duration, bool) {
+	v = trimOWS(v)
+	if v == "" {
+		return 0, false
+	}
+	if n, frac, ok := parseNumber(v); ok {
+		return resetFromNumber(n, frac, in)
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return untilTime(t, in.ServerTime()), true
+	}
+	if t, ok := parseHTTPDate(v); ok {
+		return untilTime(t, in.ServerTime()), true
+	}
+	return 0, false
+}
+
+// resetFromNumber tells a delta in seconds from an epoch in seconds or
+// milliseconds. Relative to the server's clock S (in seconds, about 1.8e9 in
+// 2026): below S/2 it is a delta (no window lasts decades), below 30·S epoch
+// seconds, below 30000·S epoch milliseconds; beyond, nonsense.
+func resetFromNumber(n uint64, frac uint32, in *SignalInput) (time.Duration, bool) {
+	const surelyDelta = 100_000_000 // three years: a delta whatever the clock says
+	if n < surelyDelta {
+		return toDuration(n, frac, time.Second), true
+	}
+	now := in.ServerTime()
+	s := uint64(min(max(now.Unix(), 1_000_000_000), 1_000_000_000_000)) // clamped to years 2001..33658
+	switch {
+	case n < s/2:
+		return toDuration(n, frac, time.Second), true
+	case n < 30*s:
+		return untilTime(time.Unix(int64(n), int64(frac)), now), true
+	case n < 30000*s:
+		return untilTime(time.Unix(int64(n/1000), int64(n%1000)*1e6+int64(frac/1000)), now), true
+	}
+	return 0, false
+}
+
+// parseGoDuration parses a Go-style duration as OpenAI sends resets ("6m0s",
+// "547ms", "1.5s"), and falls back to a bare number of seconds. Signs are
+// invalid.
+func parseGoDuration(v string) (time.Duration, bool) {
+	v = trimOWS(v)
+	if v == "" || !isDigit(v[0]) {
+		return 0, false
+	}
+	if d, err := time.ParseDuration(v); err == nil {
+		return d, true // ParseDuration rejects overflow; no sign can be left here
+	}
+	n, frac, ok := parseNumber(v)
+	if !ok {
+		return 0, false
+	}
+	return toDuration(n, frac, time.Second), true
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// trimOWS trims the optional whitespace of RFC 9110 (spaces and tabs).
+func trimOWS(v string) string {
+	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
+		v = v[1:]
+	}
+	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
+		v = v[:len(v)-1]
+	}
+	return v
+}

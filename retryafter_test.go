@@ -1,0 +1,111 @@
+package headway
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestRetryAfterShapes(t *testing.T) {
+	thr := func(d time.Duration) Signal {
+		return Signal{Throttled: true, Retryable: true, Wait: d, HasWait: true, RetryAfter: true}
+	}
+	noWait := Signal{Throttled: true, Retryable: true}
+	runCases(t, nil, []signalCase{
+		{name: "RFC 850 date", status: 429, headers: [][2]string{dateNow, {"Retry-After", "Tuesday, 10-Mar-26 12:01:00 GMT"}}, want: thr(time.Minute)},
+		{name: "RFC 850 in another zone", status: 429, headers: [][2]string{dateNow, {"Retry-After", "Tuesday, 10-Mar-26 12:01:00 PST"}}, want: noWait},
+		{name: "asctime with one-digit day", status: 429, headers: [][2]string{{"Date", "Tue, 03 Mar 2026 12:00:00 GMT"}, {"Retry-After", "Tue Mar  3 12:00:09 2026"}}, want: thr(9 * time.Second)},
+		{name: "IMF-fixdate without Date uses local now", status: 503, headers: [][2]string{{"Retry-After", "Tue, 10 Mar 2026 12:00:30 GMT"}}, want: thr(30 * time.Second)},
+		{name: "invalid Date falls back to local now", status: 503, headers: [][2]string{{"Date", "yesterday"}, {"Retry-After", "Tue, 10 Mar 2026 12:00:30 GMT"}}, want: thr(30 * time.Second)},
+		{name: "plus sign", status: 429, headers: [][2]string{{"Retry-After", "+5"}}, want: noWait},
+		{name: "underscore", status: 429, headers: [][2]string{{"Retry-After", "1_000"}}, want: noWait},
+		{name: "leading dot", status: 429, headers: [][2]string{{"Retry-After", ".5"}}, want: noWait},
+		{name: "trailing dot", status: 429, headers: [][2]string{{"Retry-After", "5."}}, want: noWait},
+		{name: "hex", status: 429, headers: [][2]string{{"Retry-After", "0x10"}}, want: noWait},
+		{name: "infinity", status: 429, headers: [][2]string{{"Retry-After", "Inf"}}, want: noWait},
+		{name: "two values joined by a proxy", status: 429, headers: [][2]string{{"Retry-After", "10, 20"}}, want: noWait},
+		{name: "whitespace trimmed", status: 429, headers: [][2]string{{"Retry-After", " \t30 "}}, want: thr(30 * time.Second)},
+		{name: "zero", status: 429, headers: [][2]string{{"Retry-After", "0"}}, want: thr(0)},
+		{name: "valid line beats garbage line", status: 429, headers: [][2]string{{"Retry-After", "soon"}, {"Retry-After", "4"}}, want: thr(4 * time.Second)},
+		{name: "retry-after-ms alone", status: 429, headers: [][2]string{{"Retry-After-Ms", "1500"}}, want: thr(1500 * time.Millisecond)},
+		{name: "ms far below Retry-After: keep the longer", status: 429, headers: [][2]string{{"Retry-After", "10"}, {"X-Ms-Retry-After-Ms", "2000"}}, want: thr(10 * time.Second)},
+		{name: "ms above Retry-After: take it", status: 429, headers: [][2]string{{"Retry-After", "1"}, {"Retry-After-Ms", "5000"}}, want: thr(5 * time.Second)},
+		{name: "bad ms ignored", status: 429, headers: [][2]string{{"Retry-After", "3"}, {"Retry-After-Ms", "-1"}}, want: thr(3 * time.Second)},
+		{name: "non-canonical key", status: 429, headers: [][2]string{{"retry-after", "7"}}, want: thr(7 * time.Second)},
+		{name: "200 ignores Retry-After", status: 200, headers: [][2]string{{"Retry-After", "7"}}, want: Signal{Retryable: true}},
+		{name: "202 polling hint is not a rate limit", status: 202, headers: [][2]string{{"Retry-After", "10"}}, want: Signal{Retryable: true}},
+		{name: "500 is not a rate limit", status: 500, headers: [][2]string{{"Retry-After", "10"}}, want: Signal{Retryable: true}},
+		{name: "403 with Retry-After is a limit", status: 403, headers: [][2]string{{"Retry-After", "10"}}, want: thr(10 * time.Second)},
+		{name: "bare 503 is an overload", status: 503, want: noWait},
+		{name: "cached 429 says nothing more", status: 429, headers: [][2]string{{"Age", "5"}, {"Retry-After", "10"}}, want: noWait},
+		{name: "Age 0 is fresh", status: 429, headers: [][2]string{{"Age", "0"}, {"Retry-After", "10"}}, want: thr(10 * time.Second)},
+	})
+}
+
+func TestRetryAfterMaxWait(t *testing.T) {
+	runCases(t, &SignalParser{MaxWait: time.Minute}, []signalCase{
+		{name: "over a custom cap", status: 429, headers: [][2]string{{"Retry-After", "120"}},
+			want: Signal{Throttled: true, Retryable: true, Wait: 2 * time.Minute, HasWait: true, RetryAfter: true, TooLong: true}},
+		{name: "at the cap", status: 429, headers: [][2]string{{"Retry-After", "60"}},
+			want: Signal{Throttled: true, Retryable: true, Wait: time.Minute, HasWait: true, RetryAfter: true}},
+	})
+}
+
+func TestServerNowBeatsDate(t *testing.T) {
+	h := http.Header{"Date": {"Tue, 10 Mar 2026 12:00:00 GMT"}, "Retry-After": {"Tue, 10 Mar 2026 12:00:05 GMT"}}
+	in := &SignalInput{Status: 429, Header: h, Now: caseNow.Add(time.Hour), ServerNow: caseNow.Add(600 * time.Millisecond)}
+	s := ParseSignal(in)
+	assert.Equal(t, 4400*time.Millisecond, s.Wait)
+	assert.Equal(t, caseNow.Add(600*time.Millisecond), in.ServerTime())
+}
+
+func TestParseNumber(t *testing.T) {
+	for _, c := range []struct {
+		in    string
+		whole uint64
+		frac  uint32
+		ok    bool
+	}{
+		{"0", 0, 0, true}, {"120", 120, 0, true}, {"2.0", 2, 0, true}, {"1.25", 1, 250_000_000, true},
+		{"0.1234567891", 0, 123_456_789, true}, {"99999999999999999999999", 1<<64 - 1, 0, true},
+		{"", 0, 0, false}, {"-1", 0, 0, false}, {"1e3", 0, 0, false}, {"NaN", 0, 0, false}, {"1.", 0, 0, false},
+		{".1", 0, 0, false}, {"1..2", 0, 0, false}, {"1 2", 0, 0, false}, {"١", 0, 0, false},
+	} {
+		w, f, ok := parseNumber(c.in)
+		assert.Equal(t, c.ok, ok, c.in)
+		if c.ok {
+			assert.Equal(t, c.whole, w, c.in)
+			assert.Equal(t, c.frac, f, c.in)
+		}
+	}
+	assert.Equal(t, maxDuration, toDuration(1<<64-1, 0, time.Second))
+	assert.Equal(t, maxDuration, toDuration(uint64(maxDuration/time.Second), 999_999_999, time.Second))
+	assert.Equal(t, 1500*time.Microsecond, toDuration(1, 500_000_000, time.Millisecond))
+}
+
+func TestParseReset(t *testing.T) {
+	in := &SignalInput{Header: http.Header{"Date": {"Tue, 10 Mar 2026 12:00:00 GMT"}}, Now: caseNow.Add(-time.Hour)}
+	for _, c := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"42", 42 * time.Second, true},
+		{"1.5", 1500 * time.Millisecond, true},
+		{"1773144060", time.Minute, true},                // epoch seconds, against Date
+		{"1773144000.750", 750 * time.Millisecond, true}, // epoch with a fraction
+		{"1773144030000", 30 * time.Second, true},        // epoch milliseconds
+		{"1773143000", 0, true},                          // epoch in the past
+		{"2026-03-10T12:00:30Z", 30 * time.Second, true}, // RFC 3339
+		{"2026-03-10T13:00:30+01:00", 30 * time.Second, true},
+		{"Tue, 10 Mar 2026 12:01:00 GMT", time.Minute, true}, // HTTP-date
+		{"1773144030000000", 0, false},                       // microseconds: nonsense
+		{"-5", 0, false}, {"soon", 0, false}, {"", 0, false},
+	} {
+		got, ok := parseReset(c.in, in)
+		assert.Equal(t, c.ok, ok, c.in)
+		assert.Equal(t, c.want, got, c.in)
+	}
+}

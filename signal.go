@@ -1,0 +1,520 @@
+package headway
+
+import (
+	"net/http"
+	"net/textproto"
+	"time"
+)
+
+// Signal is what one HTTP response said about rate limiting: whether it
+// rejected the request, how long to wait before the next request on the same
+// key, and what quota is left. The zero value says nothing at all, except that
+// Retryable is false: ParseSignal always sets Retryable, to true unless the
+// response names a rejection that waiting does not cure.
+//
+// Durations are measured from the moment the response was received and are
+// never negative.
+type Signal struct {
+	// Throttled reports that the response rejected the request because of a
+	// rate limit or an overload: every 429 and 503, and a 403 that a dialect
+	// recognises as a rate limit (GitHub). A 200 that spends the last of a
+	// quota is not throttled, though it may carry a Wait.
+	Throttled bool
+
+	// Retryable is false when the rejection is not one that passes with time,
+	// such as a billing quota answered with a 429 ("insufficient_quota"):
+	// the request should not be retried at all.
+	Retryable bool
+
+	// Scope says whether a pause applies to the key only (ScopeKey, the
+	// default) or to every key of the host (ScopeGlobal).
+	Scope Scope
+
+	// Wait is the least time before the next request on the key may go out.
+	// It is meaningful only when HasWait is true.
+	Wait time.Duration
+
+	// HasWait reports that the response named a usable delay: a Retry-After
+	// (or a vendor's equivalent), or the reset of an exhausted quota. When a
+	// throttled response has no wait, the client falls back to its own
+	// backoff.
+	HasWait bool
+
+	// RetryAfter reports that Wait was stated outright as a delay
+	// (Retry-After, retry-after-ms, a body's retry_after) rather than derived
+	// from a quota's reset. A stated delay takes precedence over every other
+	// signal.
+	RetryAfter bool
+
+	// TooLong reports that the stated delay (RetryAfter) exceeds the parser's
+	// MaxWait: the client should not sleep on it but hand the response back
+	// at once. Wait still holds the stated delay, saturated rather than
+	// overflowed. A wait derived from a quota's reset (GitHub's hourly
+	// window, say) never sets TooLong: it is the provider's window, not a
+	// suspect number; whether to sleep that long is the caller's choice.
+	TooLong bool
+
+	// Remaining is the number of requests left in the tightest window the
+	// response described: an exhausted one if any, else the one with the
+	// fewest left. It is meaningful only when HasRemaining is true.
+	Remaining int64
+
+	// HasRemaining reports that the response stated a usable remaining
+	// request quota. Malformed, cached or absent fields leave it false.
+	HasRemaining bool
+
+	// Reset is the time until the Remaining quota refills; zero when unknown.
+	Reset time.Duration
+
+	// Limit is the stated size of the quota Remaining belongs to, and Period
+	// the length of its window: Limit requests per Period. Either is zero
+	// when the response did not state it.
+	Limit  int64
+	Period time.Duration
+
+	// Bucket is the vendor's name for the limit the response counted
+	// against, where it gives one: Discord's X-RateLimit-Bucket, GitHub's
+	// x-ratelimit-resource.
+	Bucket string
+}
+
+// Scope says which requests a pause applies to.
+type Scope uint8
+
+const (
+	// ScopeKey means the signal applies to the key the request was sent on.
+	ScopeKey Scope = iota
+	// ScopeGlobal means the signal applies to every key of the host, as
+	// Discord's global rate limit does.
+	ScopeGlobal
+)
+
+// String returns "key" or "global".
+func (s Scope) String() string {
+	if s == ScopeGlobal {
+		return "global"
+	}
+	return "key"
+}
+
+// Quota is one rate-limit window as a response describes it, handed to
+// Signal.AddQuota by a Dialect.
+type Quota struct {
+	// Remaining is what is left of the quota; negative values are ignored.
+	Remaining int64
+	// Reset is the time until Remaining refills; zero when unknown.
+	Reset time.Duration
+	// Limit and Period are the quota's size and window; zero when unknown.
+	Limit  int64
+	Period time.Duration
+	// Unit is what the quota counts. "" and "requests" count requests; any
+	// other unit ("tokens", "content-bytes") still governs the wait when
+	// exhausted, but is not reported as Signal.Remaining.
+	Unit string
+}
+
+// AddRetryAfter records a delay the response stated outright. It replaces
+// any wait derived from a quota; of several stated delays the longest wins.
+// A negative d counts as zero.
+func (s *Signal) AddRetryAfter(d time.Duration) {
+	d = max(d, 0)
+	if !s.RetryAfter || d > s.Wait {
+		s.Wait = d
+	}
+	s.RetryAfter, s.HasWait = true, true
+}
+
+// refineRetryAfter records a finer-grained statement of a delay already given
+// in whole seconds (x-ms-retry-after-ms, Discord's fractional retry_after). It
+// replaces a stated delay it agrees with to within a second, and otherwise
+// keeps the longer of the two.
+func (s *Signal) refineRetryAfter(d time.Duration) {
+	d = max(d, 0)
+	if !s.RetryAfter || d > s.Wait-time.Second {
+		s.Wait = d
+	}
+	s.RetryAfter, s.HasWait = true, true
+}
+
+// AddQuota records one rate-limit window. An exhausted window (Remaining 0)
+// with a known Reset sets the wait, unless a stated delay already did; of
+// several exhausted windows the one that resets last governs. A request window
+// becomes the signal's Remaining, Reset, Limit and Period when it is tighter
+// than the one recorded so far: fewer requests left or, on a tie, a later
+// reset. Two windows with as many requests left and no conflicting Limit are
+// taken for one window described twice, and complete each other.
+func (s *Signal) AddQuota(q Quota) {
+	if q.Remaining < 0 {
+		return
+	}
+	q.Reset, q.Limit, q.Period = max(q.Reset, 0), max(q.Limit, 0), max(q.Period, 0)
+	if q.Remaining == 0 && q.Reset > 0 && !s.RetryAfter && (!s.HasWait || q.Reset > s.Wait) {
+		s.Wait, s.HasWait = q.Reset, true
+	}
+	if !isRequests(q.Unit) {
+		return
+	}
+	switch {
+	case !s.HasRemaining || q.Remaining < s.Remaining:
+		s.Remaining, s.HasRemaining, s.Reset, s.Limit, s.Period = q.Remaining, true, q.Reset, q.Limit, q.Period
+	case q.Remaining > s.Remaining:
+	case s.Limit == 0 || q.Limit == 0 || s.Limit == q.Limit:
+		// Likely one window described twice (Kong sends RateLimit-* and
+		// X-RateLimit-*-Minute): let each description complete the other.
+		s.Reset = max(s.Reset, q.Reset)
+		if s.Limit == 0 {
+			s.Limit = q.Limit
+		}
+		if s.Period == 0 {
+			s.Period = q.Period
+		}
+	case q.Reset > s.Reset:
+		s.Reset, s.Limit, s.Period = q.Reset, q.Limit, q.Period
+	}
+}
+
+// SignalInput is the part of an HTTP response that signal parsing reads,
+// together with the clocks to measure it against.
+type SignalInput struct {
+	// Status is the response's status code.
+	Status int
+	// Header is the response's header. Keys are expected in canonical form,
+	// as net/http delivers them; other keys are canonicalised at some cost.
+	Header http.Header
+	// Body is at most a small prefix of the response body (a few KiB), for
+	// non-2xx responses only. It may be truncated anywhere.
+	Body []byte
+	// Now is the local time at which the response was received. Zero means
+	// time.Now().
+	Now time.Time
+	// ServerNow, when not zero, is the best estimate of the server's clock at
+	// receipt, for instance Now plus an offset learned from many responses.
+	// When zero, the response's Date header stands in for it, and Now when
+	// there is no valid Date.
+	ServerNow time.Time
+
+	fam     family    // header families present, found by scanHeader
+	srv     time.Time // cached ServerTime
+	srvDone bool
+}
+
+// ServerTime returns the server's clock at receipt against which absolute
+// times in the response (HTTP dates, epoch resets) are measured: ServerNow if
+// set, else the response's Date header, else Now.
+func (in *SignalInput) ServerTime() time.Time {
+	if in.srvDone {
+		return in.srv
+	}
+	in.srv, in.srvDone = in.serverTime(), true
+	return in.srv
+}
+
+func (in *SignalInput) serverTime() time.Time {
+	if !in.ServerNow.IsZero() {
+		return in.ServerNow
+	}
+	if v := in.Header["Date"]; len(v) > 0 {
+		if t, ok := parseHTTPDate(v[0]); ok {
+			return t
+		}
+	}
+	return in.now()
+}
+
+func (in *SignalInput) now() time.Time {
+	if in.Now.IsZero() {
+		return time.Now()
+	}
+	return in.Now
+}
+
+// has reports whether the header holds a field of the family f.
+func (in *SignalInput) has(f family) bool { return in.fam&f != 0 }
+
+// Dialect reads one family of rate-limit fields. Parse inspects the input and
+// records what it finds in s, typically with s.AddQuota and s.AddRetryAfter,
+// or by setting s.Throttled, s.Retryable, s.Scope or s.Bucket. It must not
+// keep in or s, and must tolerate any input without panicking.
+type Dialect interface {
+	Parse(in *SignalInput, s *Signal)
+}
+
+// DialectFunc adapts a function to the Dialect interface.
+type DialectFunc func(in *SignalInput, s *Signal)
+
+// Parse calls f(in, s).
+func (f DialectFunc) Parse(in *SignalInput, s *Signal) { f(in, s) }
+
+// DefaultMaxWait is the longest stated delay a client sleeps on when a
+// SignalParser sets no MaxWait: a longer one sets Signal.TooLong.
+const DefaultMaxWait = 10 * time.Minute
+
+// builtinDialects is the default ordered list; see DefaultDialects.
+var builtinDialects = []Dialect{
+	ietfDialect{},
+	xRateLimitDialect{},
+	githubDialect{},
+	discordDialect{},
+	openAIDialect{},
+	anthropicDialect{},
+	shopifyDialect{},
+	hubSpotDialect{},
+	zendeskDialect{},
+	stripeDialect{},
+}
+
+// DefaultDialects returns a new slice of the built-in dialects, in the order
+// ParseSignal runs them: IETF RateLimit (drafts -06 to -11), X-RateLimit-*
+// (GitHub, Discord, Reddit, OpenAI, Kong, Okta, Twitter/X, Atlassian),
+// GitHub's 403, Discord's body, OpenAI's billing errors, Anthropic, Shopify,
+// HubSpot, Zendesk and Stripe. Append your own to add a vendor. Each built-in
+// dialect prints its name with fmt.
+func DefaultDialects() []Dialect {
+	return append([]Dialect(nil), builtinDialects...)
+}
+
+// SignalParser turns responses into Signals. The zero value is ready to use
+// and equivalent to ParseSignal. A SignalParser is safe for concurrent use as
+// long as its fields are not changed.
+type SignalParser struct {
+	// Dialects are run in order on every response that may carry a signal.
+	// Nil means DefaultDialects(); an empty non-nil slice runs none (only
+	// Retry-After and the status code are read). With a non-nil list every
+	// response goes through the dialects, even one with no rate-limit field.
+	Dialects []Dialect
+
+	// MaxWait is the longest stated delay worth sleeping on; a longer one
+	// sets Signal.TooLong. Zero means DefaultMaxWait.
+	MaxWait time.Duration
+}
+
+// ParseSignal reads what a response said about rate limiting, with the
+// default dialects. See SignalParser.Parse.
+func ParseSignal(in *SignalInput) Signal {
+	var p SignalParser
+	return p.Parse(in)
+}
+
+// Parse reads what the response described by in said about rate limiting.
+//
+// 429 and 503 are throttled even without any header; a 403 is throttled only
+// when a dialect recognises a rate limit in it. Retry-After (and
+// retry-after-ms, x-ms-retry-after-ms) is read on 403, 429 and 503 and wins
+// over every other signal; the dialects then read quotas. A response served
+// from a cache (Age > 0) is stale: its fields are ignored. Malformed fields
+// are ignored, never guessed at.
+//
+// A response without any rate-limit field costs one pass over the header
+// keys and no allocation.
+func (p *SignalParser) Parse(in *SignalInput) Signal {
+	fam := scanHeader(in.Header)
+	mayLimit := in.Status == http.StatusTooManyRequests || in.Status == http.StatusServiceUnavailable ||
+		in.Status == http.StatusForbidden
+	if fam&^(famAge|famNonCanonical) == 0 && !mayLimit && (p == nil || p.Dialects == nil) {
+		return Signal{Retryable: true}
+	}
+	return p.parse(in, fam)
+}
+
+// parse is the slow path of Parse, kept apart so that the fast path stays
+// small.
+func (p *SignalParser) parse(in *SignalInput, fam family) Signal {
+	dialects, maxWait := builtinDialects, DefaultMaxWait
+	if p != nil {
+		if p.Dialects != nil {
+			dialects = p.Dialects
+		}
+		if p.MaxWait > 0 {
+			maxWait = p.MaxWait
+		}
+	}
+
+	// Copied so that in does not escape through the Dialect interface, which
+	// would cost the fast path an allocation.
+	w := new(SignalInput)
+	*w = *in
+	w.fam, w.srvDone = fam, false
+	if fam&famNonCanonical != 0 {
+		w.Header = canonicalHeader(in.Header)
+	}
+
+	limitStatus := in.Status == http.StatusTooManyRequests || in.Status == http.StatusServiceUnavailable
+	s := new(Signal)
+	s.Throttled, s.Retryable = limitStatus, true
+	if fam&famAge != 0 && isStale(w.Header) {
+		return *s
+	}
+	if limitStatus || in.Status == http.StatusForbidden {
+		readRetryAfter(w, s)
+		if in.Status == http.StatusForbidden && s.RetryAfter {
+			s.Throttled = true // GitHub's secondary limits, and others like them
+		}
+	}
+	for _, d := range dialects {
+		d.Parse(w, s)
+	}
+	sanitize(s, maxWait)
+	return *s
+}
+
+// sanitize keeps the documented invariants whatever the dialects did.
+func sanitize(s *Signal, maxWait time.Duration) {
+	s.Wait, s.Reset, s.Period, s.Limit = max(s.Wait, 0), max(s.Reset, 0), max(s.Period, 0), max(s.Limit, 0)
+	if !s.HasWait {
+		s.Wait, s.RetryAfter = 0, false
+	}
+	if s.Remaining < 0 || !s.HasRemaining {
+		s.Remaining, s.HasRemaining = 0, false
+	}
+	s.TooLong = s.RetryAfter && s.Wait > maxWait
+}
+
+// isStale reports a response served from a cache: Age greater than zero.
+func isStale(h http.Header) bool {
+	for _, v := range h["Age"] {
+		if n, _, ok := parseNumber(v); ok && n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// family is a set of header-field families, one bit each.
+type family uint16
+
+const (
+	famRetryAfter   family = 1 << iota // Retry-After, Retry-After-Ms, X-Ms-Retry-After-Ms
+	famAge                             // Age
+	famIETF                            // RateLimit, RateLimit-*, Beta-RateLimit*
+	famXRateLimit                      // X-RateLimit-*, X-Rate-Limit, X-Rate-Limit-*
+	famAnthropic                       // Anthropic-RateLimit-*
+	famShopify                         // X-Shopify-Shop-Api-Call-Limit
+	famHubSpot                         // X-HubSpot-RateLimit-*
+	famZendesk                         // Zendesk-RateLimit-*
+	famStripe                          // Stripe-Should-Retry
+	famNonCanonical                    // one of the above with a non-canonical key
+)
+
+// scanHeader finds which families of rate-limit fields a header holds, in
+// one pass over its keys with a few byte comparisons each: the common
+// response without any costs next to nothing.
+func scanHeader(h http.Header) family {
+	var fam family
+	for k := range h {
+		if len(k) < 3 || !firstByte[k[0]] {
+			continue
+		}
+		var f family
+		switch k[0] | 0x20 {
+		case 'r':
+			switch {
+			case hasPrefixFold(k, "ratelimit"):
+				f = famIETF
+			case hasPrefixFold(k, "retry-after") && (len(k) == 11 || eqFold(k[11:], "-ms")):
+				f = famRetryAfter
+			}
+		case 'x':
+			if k[1] != '-' {
+				continue
+			}
+			switch {
+			case hasPrefixFold(k, "x-ratelimit") || hasPrefixFold(k, "x-rate-limit"):
+				f = famXRateLimit
+			case eqFold(k, "x-ms-retry-after-ms"):
+				f = famRetryAfter
+			case eqFold(k, "x-shopify-shop-api-call-limit"):
+				f = famShopify
+			case hasPrefixFold(k, "x-hubspot-ratelimit-"):
+				f = famHubSpot
+			}
+		case 'a':
+			switch {
+			case eqFold(k, "age"):
+				f = famAge
+			case hasPrefixFold(k, "anthropic-ratelimit-"):
+				f = famAnthropic
+			}
+		case 'b':
+			if hasPrefixFold(k, "beta-ratelimit") {
+				f = famIETF
+			}
+		case 'z':
+			if hasPrefixFold(k, "zendesk-ratelimit-") {
+				f = famZendesk
+			}
+		case 's':
+			if eqFold(k, "stripe-should-retry") {
+				f = famStripe
+			}
+		}
+		if f != 0 {
+			fam |= f
+			if !isCanonical(k) {
+				fam |= famNonCanonical
+			}
+		}
+	}
+	return fam
+}
+
+// firstByte marks the bytes a key of a known family may begin with, so that
+// scanHeader rejects most keys with one load.
+var firstByte = func() (t [256]bool) {
+	for _, c := range "rRxXaAbBzZsS" {
+		t[c] = true
+	}
+	return t
+}()
+
+// hasPrefixFold reports whether s begins with prefix, ignoring ASCII case;
+// prefix must be lower-case letters, digits and '-'.
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && eqFold(s[:len(prefix)], prefix)
+}
+
+// eqFold reports whether s equals lower, ignoring ASCII case; lower must be
+// lower-case letters, digits and '-'. A control byte may compare equal to a
+// digit or '-': harmless here, it only sends a response down the slow path.
+func eqFold(s, lower string) bool {
+	if len(s) != len(lower) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i]|0x20 != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// isCanonical reports whether k is in the form textproto.CanonicalMIMEHeaderKey
+// gives it (for the letters, digits and hyphens of the keys we look for).
+func isCanonical(k string) bool {
+	upper := true
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		switch {
+		case 'a' <= c && c <= 'z':
+			if upper {
+				return false
+			}
+		case 'A' <= c && c <= 'Z':
+			if !upper {
+				return false
+			}
+		}
+		upper = c == '-'
+	}
+	return true
+}
+
+// canonicalHeader returns a copy of h with canonical keys, merging the
+// values of keys that differ only in case.
+func canonicalHeader(h http.Header) http.Header {
+	c := make(http.Header, len(h))
+	for k, v := range h {
+		ck := textproto.CanonicalMIMEHeaderKey(k)
+		c[ck] = append(c[ck], v...)
+	}
+	return c
+}

@@ -1,0 +1,147 @@
+package headway
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fuzzDate is the Date header every fuzzed response carries, unless the
+// fuzzer replaces it.
+const fuzzDate = "Tue, 10 Mar 2026 12:00:00 GMT"
+
+// checkFuzzed fails on any broken invariant of a parsed Signal.
+func checkFuzzed(t *testing.T, s Signal) {
+	t.Helper()
+	checkInvariants(t, s)
+}
+
+func FuzzRetryAfter(f *testing.F) {
+	for _, v := range []string{"120", "2.0", "-5", "", "soon", "1e3", "NaN", "+5", "1_000", "99999999999999999999",
+		"Tue, 10 Mar 2026 12:02:00 GMT", "Tuesday, 10-Mar-26 12:01:00 GMT", "Tue Mar 10 12:00:45 2026",
+		"Tue, 10 Mar 2026 12:01:00 +0000", "0.0000000001", "18446744073709551616.9"} {
+		f.Add(v, "16500")
+	}
+	f.Fuzz(func(t *testing.T, ra, ms string) {
+		in := &SignalInput{Header: http.Header{"Date": {fuzzDate}}, Now: caseNow}
+		if d, ok := parseRetryAfter(ra, in); ok && d < 0 {
+			t.Fatalf("parseRetryAfter(%q) = %v", ra, d)
+		}
+		h := http.Header{"Date": {fuzzDate}, "Retry-After": {ra}, "X-Ms-Retry-After-Ms": {ms}}
+		checkFuzzed(t, ParseSignal(&SignalInput{Status: 429, Header: h, Now: caseNow}))
+	})
+}
+
+func FuzzParseReset(f *testing.F) {
+	for _, v := range []string{"42", "1773144060", "1773144001.250", "1773144030000", "2026-03-10T12:00:30Z",
+		"Tue, 10 Mar 2026 12:01:00 GMT", "6m0s", "547ms", "1.5s", "-1s", "9223372036s", "99999999999999999999"} {
+		f.Add(v, fuzzDate)
+	}
+	f.Fuzz(func(t *testing.T, v, date string) {
+		in := &SignalInput{Header: http.Header{"Date": {date}}, Now: caseNow}
+		for name, parse := range map[string]func(string) (time.Duration, bool){
+			"parseReset":      func(v string) (time.Duration, bool) { return parseReset(v, in) },
+			"parseGoDuration": parseGoDuration,
+			"parseSeconds":    parseSeconds,
+			"parseMillis":     parseMillis,
+		} {
+			if d, ok := parse(v); d < 0 || (!ok && d != 0) {
+				t.Fatalf("%s(%q) = %v, %v", name, v, d, ok)
+			}
+		}
+		if n, ok := parseCount(v); n < 0 || (!ok && n != 0) {
+			t.Fatalf("parseCount(%q) = %v, %v", v, n, ok)
+		}
+	})
+}
+
+func FuzzIETF(f *testing.F) {
+	f.Add(`"burst";q=100;w=60,"daily";q=1000;w=86400`, `"burst";r=99;t=59`, "10")
+	f.Add(`"a";q=1;qu="content-bytes";pk=:AQ==:`, `"a";r=0;t=5, "b";r=1.5;t=30`, "")
+	f.Add(`10;w=1`, `limit=10, remaining=0, reset=10`, "10, 10;w=1")
+	f.Add(``, `"default";R=5;t=30`, "-1")
+	f.Add(`default;q=5`, `default;r=0;t=999999999999999,`, "x")
+	f.Fuzz(func(t *testing.T, policy, limit, limitField string) {
+		h := http.Header{
+			"Date":                {fuzzDate},
+			"Ratelimit-Policy":    strings.Split(policy, "\n"),
+			"Ratelimit":           strings.Split(limit, "\n"),
+			"Ratelimit-Limit":     {limitField},
+			"Ratelimit-Remaining": {limitField},
+			"Ratelimit-Reset":     {limitField},
+		}
+		for _, status := range []int{200, 429} {
+			checkFuzzed(t, ParseSignal(&SignalInput{Status: status, Header: h, Now: caseNow}))
+		}
+	})
+}
+
+// vendorFields are the fields FuzzVendor sets, each to a fuzzed value.
+var vendorFields = []string{
+	"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "X-Ratelimit-Reset-After", "X-Ratelimit-Bucket",
+	"X-Ratelimit-Global", "X-Ratelimit-Scope", "X-Rate-Limit-Remaining", "X-Rate-Limit-Reset",
+	"X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens",
+	"X-Ratelimit-Limit-Minute", "X-Ratelimit-Remaining-Minute", "Anthropic-Ratelimit-Requests-Remaining",
+	"Anthropic-Ratelimit-Requests-Reset", "X-Shopify-Shop-Api-Call-Limit", "X-Hubspot-Ratelimit-Remaining",
+	"X-Hubspot-Ratelimit-Interval-Milliseconds", "Zendesk-Ratelimit-Tickets-Index", "Stripe-Should-Retry",
+}
+
+func FuzzVendor(f *testing.F) {
+	f.Add(uint16(403), "0", "1773144900", `{"message":"API rate limit exceeded"}`)
+	f.Add(uint16(429), "0", "1.5s", `{"error":{"type":"insufficient_quota","code":"insufficient_quota"}}`)
+	f.Add(uint16(429), "599.0", "2026-03-10T12:00:30Z", `{"retry_after":64.57,"global":true}`)
+	f.Add(uint16(200), "32/40", "total=100; remaining=99; resets=41", "")
+	f.Add(uint16(429), "true", "1773144030000", `{"retry_after":`)
+	f.Fuzz(func(t *testing.T, status uint16, a, b, body string) {
+		h := http.Header{"Date": {fuzzDate}}
+		for i, k := range vendorFields {
+			if i%2 == 0 {
+				h[k] = []string{a}
+			} else {
+				h[k] = []string{b, a}
+			}
+		}
+		in := &SignalInput{Status: int(status), Header: h, Body: []byte(body), Now: caseNow}
+		checkFuzzed(t, ParseSignal(in))
+	})
+}
+
+func FuzzJSONValue(f *testing.F) {
+	f.Add([]byte(`{"message":"You are being rate limited.","retry_after":64.57,"global":false}`), "retry_after")
+	f.Add([]byte(`{"error":{"type":"insufficient_quota"`), "type")
+	f.Add([]byte(`"\"retry_after\":5`), "retry_after")
+	f.Fuzz(func(t *testing.T, body []byte, key string) {
+		v, isString, ok := jsonValue(body, key)
+		if !ok && (v != nil || isString) {
+			t.Fatalf("jsonValue returned a value with !ok")
+		}
+		_ = containsFold(body, strings.ToLower(key))
+	})
+}
+
+// FuzzParseSignal runs the whole entry point over arbitrary header maps:
+// raw is read as "Name: value" lines.
+func FuzzParseSignal(f *testing.F) {
+	for _, v := range loadVectors(f) {
+		var raw strings.Builder
+		for _, kv := range v.Headers {
+			raw.WriteString(kv[0] + ": " + kv[1] + "\n")
+		}
+		f.Add(uint16(v.Status), raw.String(), []byte(v.Body), int64(0))
+	}
+	f.Add(uint16(429), "retry-after: 5\nAGE: 0\nx-RateLimit-remaining: 0\n", []byte(nil), int64(-3e9))
+	f.Fuzz(func(t *testing.T, status uint16, raw string, body []byte, offset int64) {
+		h := http.Header{}
+		for line := range strings.Lines(raw) {
+			k, v, _ := strings.Cut(strings.TrimRight(line, "\r\n"), ":")
+			h[k] = append(h[k], strings.TrimSpace(v))
+		}
+		in := &SignalInput{Status: int(status), Header: h, Body: body, Now: caseNow}
+		if offset != 0 {
+			in.ServerNow = caseNow.Add(time.Duration(offset))
+		}
+		checkFuzzed(t, ParseSignal(in))
+		checkFuzzed(t, (&SignalParser{MaxWait: time.Second}).Parse(in))
+	})
+}
