@@ -87,11 +87,15 @@ func (kt *keyTable) get(key string, t *Transport, req *http.Request) *keyState {
 func (s *keyShard) sweep(now int64) {
 	for key, k := range s.m {
 		k.mu.Lock()
-		if k.idle(now) {
+		idle := k.idle(now)
+		if idle {
 			k.evicted = true
 			delete(s.m, key)
 		}
 		k.mu.Unlock()
+		if idle {
+			k.t.hosts.put(k.hostName, k.host)
+		}
 	}
 	s.sweepAfter = max(minSweepAfter, 2*len(s.m))
 }

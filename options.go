@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // An Option configures a Transport. Options are applied in order; a later
@@ -23,10 +24,55 @@ type config struct {
 	costFunc    func(*http.Request) int
 	maxInFlight int
 	queue       QueueOptions
+
+	dialects         []Dialect
+	maxRetryAfter    time.Duration
+	throttleAttempts int
+	spread           bool
 }
 
+// DefaultThrottleAttempts is how many times in all a request is sent when
+// it keeps being throttled, unless WithThrottleAttempts says otherwise.
+const DefaultThrottleAttempts = 4
+
 func defaultConfig() config {
-	return config{keyFunc: KeyByHost}
+	return config{keyFunc: KeyByHost, maxRetryAfter: DefaultMaxWait, throttleAttempts: DefaultThrottleAttempts}
+}
+
+// WithMaxRetryAfter sets the longest wait a throttled response may name
+// for its request to be sent again after it; a longer one goes back to the
+// caller at once, and the key stays paused for the others. The default is
+// DefaultMaxWait, 10 minutes.
+func WithMaxRetryAfter(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.maxRetryAfter = d
+		}
+	})
+}
+
+// WithThrottleAttempts sets how many times in all a throttled request is
+// sent before its last throttled response goes back to the caller. 1 turns
+// the retry of throttled requests off. The default is
+// DefaultThrottleAttempts.
+func WithThrottleAttempts(n int) Option {
+	return optionFunc(func(c *config) { c.throttleAttempts = max(n, 1) })
+}
+
+// WithDialects sets the rate-limit dialects read from responses, in place
+// of DefaultDialects(); append to DefaultDialects() to add a vendor.
+// Retry-After is always read.
+func WithDialects(d ...Dialect) Option {
+	d = append([]Dialect{}, d...)
+	return optionFunc(func(c *config) { c.dialects = d })
+}
+
+// WithSpread makes a key spread the quota a server says is left evenly
+// until it comes back, rather than spend it at once: for services that
+// keep headroom for later traffic, or that punish bursts. By default
+// remaining quota is spent as fast as the key's limits allow.
+func WithSpread() Option {
+	return optionFunc(func(c *config) { c.spread = true })
 }
 
 // WithLimit sets the limits of every key whose host has none of its own

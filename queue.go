@@ -2,7 +2,9 @@ package headway
 
 import (
 	"context"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,7 +34,8 @@ type waiter struct {
 
 	prev, next *waiter
 	cost       int64
-	arrival    int64 // when it joined the queue
+	arrival    int64  // when it joined the queue
+	seq        uint64 // its departure's number, once admitted
 	admitted   bool
 }
 
@@ -52,6 +55,18 @@ func (l *waitList) pushBack(w *waiter) {
 		l.head = w
 	}
 	l.tail = w
+	l.n++
+	l.cost += w.cost
+}
+
+func (l *waitList) pushFront(w *waiter) {
+	w.prev, w.next = nil, l.head
+	if l.head != nil {
+		l.head.prev = w
+	} else {
+		l.tail = w
+	}
+	l.head = w
 	l.n++
 	l.cost += w.cost
 }
@@ -77,11 +92,19 @@ func (l *waitList) remove(w *waiter) {
 // while the head of the queue waits for the pacer, wakes the queue; no
 // goroutine waits on a request's behalf.
 type keyState struct {
-	t    *Transport
-	lims []Limit
+	t        *Transport
+	lims     []Limit
+	host     *hostState
+	hostName string
 
 	mu       sync.Mutex
 	pacer    pacer
+	model    serverModel // what the server says is left
+	aimd     aimd        // the pace learned from bare throttles
+	aimdB    bucket      // aimd's pace, as a bucket of burst 1
+	sent     uint64      // departures so far; the last one's number
+	firstAt  int64       // when the first departure left
+	probing  atomic.Bool // no limit is set and no response has come yet
 	queue    waitList
 	inflight int
 	freedAt  int64 // when a full in-flight set last had a slot again
@@ -92,47 +115,99 @@ type keyState struct {
 
 // acquire waits until a request of the given cost may leave on k, or fails.
 // On success the request holds one in-flight slot of k, which release gives
-// back. errEvicted asks the caller to look the key up again.
-func (k *keyState) acquire(ctx context.Context, cost int64) error {
+// back, and acquire returns the number of its departure. A retry goes to
+// the front of the queue, ahead of new work. errEvicted asks the caller to
+// look the key up again.
+func (k *keyState) acquire(ctx context.Context, cost int64, front bool) (uint64, error) {
 	now := k.t.now()
 	k.mu.Lock()
 	if k.evicted {
 		k.mu.Unlock()
-		return errEvicted
+		return 0, errEvicted
+	}
+	if i, ok := k.pacer.tooBig(cost); ok {
+		k.mu.Unlock()
+		return 0, &CostError{Cost: int(cost), Limit: k.lims[i]}
 	}
 	// Fast path: nobody waits, a slot is free and the pacer allows it now.
 	if k.queue.head == nil && k.hasSlot() {
-		if d := k.pacer.earliest(now, 1, cost); d <= now {
-			k.pacer.take(now, cost)
-			k.occupy()
+		if d := k.earliest(now, 1, cost); d <= now {
+			seq := k.take(now, cost)
 			k.mu.Unlock()
-			return nil
+			return seq, nil
 		}
 	}
-	if err := k.admissible(ctx, now, cost); err != nil {
+	if err := k.admissible(ctx, now, cost, front); err != nil {
 		k.mu.Unlock()
-		return err
+		return 0, err
 	}
 	w := &waiter{ready: make(chan struct{}, 1), cost: cost, arrival: now}
-	k.queue.pushBack(w)
+	if front {
+		k.queue.pushFront(w)
+	} else {
+		k.queue.pushBack(w)
+	}
 	k.dispatch(now)
 	k.mu.Unlock()
-	return k.wait(ctx, w)
+	if err := k.wait(ctx, w); err != nil {
+		return 0, err
+	}
+	return w.seq, nil
+}
+
+// earliest returns when n requests costing cost in all may leave, at the
+// earliest, by every constraint on k but the in-flight bound: its limits,
+// its pauses and its host's, what the server says is left, and the pace
+// learned from bare throttles.
+func (k *keyState) earliest(now, n, cost int64) int64 {
+	d := max(k.pacer.earliest(now, n, cost), k.host.pauseUntil.Load())
+	if k.probing.Load() && k.sent > 0 {
+		// A key that knows nothing of its server yet sends one request and
+		// waits for its answer before sending more.
+		return math.MaxInt64
+	}
+	if k.model.known {
+		if md := k.model.earliest(d, float64(n)); md > d {
+			d = md
+			k.model.held = true
+		}
+	}
+	if k.aimd.active {
+		d = max(d, satAdd(k.aimdB.tat, satMul(n-1, k.aimdB.interval)))
+	}
+	return d
+}
+
+// take records a departure at d and returns its number.
+func (k *keyState) take(d, cost int64) uint64 {
+	k.pacer.take(d, cost)
+	k.model.take(d)
+	if k.aimd.active {
+		k.aimdB.interval = k.aimd.interval(d)
+		k.aimdB.tat = satAdd(max(k.aimdB.tat, d), k.aimdB.interval)
+	}
+	if k.sent == 0 {
+		k.firstAt = d
+	}
+	k.sent++
+	k.occupy()
+	return k.sent
 }
 
 // admissible decides, under k.mu, whether a request that cannot leave at
 // once may join the queue: the queue has room, the cost fits every burst,
 // and the wait already known to be needed fits both MaxWait and the
 // context's deadline.
-func (k *keyState) admissible(ctx context.Context, now, cost int64) error {
-	if i, ok := k.pacer.tooBig(cost); ok {
-		return &CostError{Cost: int(cost), Limit: k.lims[i]}
-	}
+func (k *keyState) admissible(ctx context.Context, now, cost int64, front bool) error {
 	opts := k.t.cfg.queue
-	if opts.MaxLen < 0 || k.queue.n >= int64(opts.MaxLen) {
+	if !front && (opts.MaxLen < 0 || k.queue.n >= int64(opts.MaxLen)) {
 		return ErrQueueFull
 	}
-	wait := time.Duration(k.pacer.earliest(now, k.queue.n+1, k.queue.cost+cost) - now)
+	n, ahead := k.queue.n+1, k.queue.cost+cost
+	if front {
+		n, ahead = 1, cost
+	}
+	wait := time.Duration(k.earliest(now, n, ahead) - now)
 	if opts.MaxWait > 0 && wait > opts.MaxWait {
 		return &WaitError{Wait: wait, Allowed: opts.MaxWait}
 	}
@@ -182,6 +257,9 @@ func (k *keyState) abandon(w *waiter) {
 
 // release gives back the in-flight slot a request held.
 func (k *keyState) release() {
+	if k.t.cfg.maxInFlight <= 0 {
+		return
+	}
 	now := k.t.now()
 	k.mu.Lock()
 	k.releaseLocked(now)
@@ -225,13 +303,18 @@ func (k *keyState) dispatch(now int64) {
 		if !k.hasSlot() {
 			break // release dispatches again
 		}
-		d := k.pacer.earliest(max(w.arrival, k.freedAt), 1, w.cost)
+		d := k.earliest(max(w.arrival, k.freedAt), 1, w.cost)
+		if d == math.MaxInt64 {
+			if k.probing.Load() {
+				break // until the answer comes
+			}
+			d = satAdd(now, int64(time.Second)) // look again
+		}
 		if d > now {
 			k.arm(now, d)
 			return
 		}
-		k.pacer.take(d, w.cost)
-		k.occupy()
+		w.seq = k.take(d, w.cost)
 		k.queue.remove(w)
 		w.admitted = true
 		w.ready <- struct{}{}
@@ -269,5 +352,53 @@ func (k *keyState) onTimer() {
 // idle reports, under k.mu, whether k holds nothing that a new keyState
 // would not: no waiter, nothing in flight, a full pacer.
 func (k *keyState) idle(now int64) bool {
-	return k.queue.head == nil && k.inflight == 0 && k.timerAt == 0 && k.pacer.idle(now)
+	return k.queue.head == nil && k.inflight == 0 && k.timerAt == 0 && k.pacer.idle(now) &&
+		k.model.idle(now) && k.aimd.idle(now) && k.host.pauseUntil.Load() <= now
+}
+
+// endProbe lets a key that waited for its first answer go on.
+func (k *keyState) endProbe() {
+	if k.probing.Load() {
+		k.mu.Lock()
+		k.probing.Store(false)
+		k.dispatch(k.t.now())
+		k.mu.Unlock()
+	}
+}
+
+// observe applies what a response to departure seq said, at now.
+func (k *keyState) observe(now int64, seq uint64, sig *Signal) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.probing.Store(false)
+	if sig.Throttled && sig.HasWait {
+		until := satAdd(now, int64(sig.Wait))
+		if sig.Scope == ScopeGlobal {
+			k.host.pause(until)
+		} else {
+			k.pacer.pause(until)
+		}
+	}
+	k.model.observe(now, seq, k.sent, sig)
+	if sig.Throttled && !sig.HasWait && !sig.HasRemaining && sig.Retryable {
+		if !k.aimd.active {
+			k.aimd.ceiling = k.ceiling()
+		}
+		k.aimd.throttled(now, seq, k.sent, k.firstAt)
+		k.aimdB.interval, k.aimdB.burst = k.aimd.interval(now), 1
+		k.aimdB.tat = max(k.aimdB.tat, now)
+	}
+	k.dispatch(now)
+}
+
+// ceiling returns the fastest rate, per second, that k's limits allow in
+// the long run; 0 when it has none.
+func (k *keyState) ceiling() float64 {
+	c := 0.0
+	for _, b := range k.pacer.buckets {
+		if r := 1e9 / float64(b.interval); c == 0 || r < c {
+			c = r
+		}
+	}
+	return c
 }

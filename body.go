@@ -1,0 +1,90 @@
+package headway
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+)
+
+const (
+	// maxPeek bounds the prefix of an error response's body that signal
+	// parsing reads (Discord's retry_after, OpenAI's insufficient_quota).
+	maxPeek = 4 << 10
+	// maxBufferedThrottle bounds the throttled response kept in memory
+	// while its request waits to be sent again; a larger one goes back to
+	// the caller instead.
+	maxBufferedThrottle = 64 << 10
+)
+
+// peek returns up to n bytes from the start of resp's body, and leaves the
+// body whole for the caller.
+func peek(resp *http.Response, n int) []byte {
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return nil
+	}
+	buf := make([]byte, n)
+	m, err := io.ReadFull(resp.Body, buf)
+	buf = buf[:m]
+	if err != nil { // the whole body is read: no need to keep the original
+		resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(buf))
+		return buf
+	}
+	resp.Body = &peekedBody{Reader: io.MultiReader(bytes.NewReader(buf), resp.Body), Closer: resp.Body}
+	return buf
+}
+
+type peekedBody struct {
+	io.Reader
+	io.Closer
+}
+
+// buffer reads resp's body into memory, closes the original and returns
+// resp with the copy as its body; or, when the body is larger than limit,
+// nil, and resp is left as it was, readable from the start.
+func buffer(resp *http.Response, limit int64) *http.Response {
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return resp
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if int64(len(data)) > limit {
+		resp.Body = &peekedBody{Reader: io.MultiReader(bytes.NewReader(data), resp.Body), Closer: resp.Body}
+		return nil
+	}
+	resp.Body.Close()
+	if err != nil {
+		data = nil // a broken body: what was read is no use to anybody
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	return resp
+}
+
+// replayable reports whether req can be sent again: it has no body, or a
+// GetBody to make a new one.
+func replayable(req *http.Request) bool {
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+// idempotent reports whether sending req twice does what sending it once
+// does: an idempotent method, or an Idempotency-Key header.
+func idempotent(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
+}
+
+// retryRequest returns a copy of req to send again, with a new body. The
+// caller's req is not changed.
+func retryRequest(req *http.Request) (*http.Request, error) {
+	out := req.Clone(req.Context())
+	if req.Body != nil && req.Body != http.NoBody {
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		out.Body = body
+	}
+	return out, nil
+}

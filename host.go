@@ -1,0 +1,103 @@
+package headway
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// hostState is what the keys of one host share: a pause that applies to
+// all of them (a global scope), and the estimate of the host's clock.
+type hostState struct {
+	pauseUntil atomic.Int64 // pacer nanoseconds; nothing of the host leaves before
+	offsetNs   atomic.Int64 // the estimate of offset, for readers without the lock
+	hasOffset  atomic.Bool
+
+	mu     sync.Mutex
+	refs   int         // keys that point here
+	offset clockOffset // the server's clock less ours
+}
+
+// clockOffset returns the estimated offset of the host's clock from ours.
+func (h *hostState) clockOffset() (time.Duration, bool) {
+	if !h.hasOffset.Load() {
+		return 0, false
+	}
+	return time.Duration(h.offsetNs.Load()), true
+}
+
+// observeDate narrows the offset with a response whose Date is date, to a
+// request sent at sent and answered at recv.
+func (h *hostState) observeDate(date, sent, recv time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.offset.observe(date, sent, recv)
+	h.offsetNs.Store(int64(h.offset.estimate()))
+	h.hasOffset.Store(true)
+}
+
+func (h *hostState) pause(until int64) {
+	for {
+		cur := h.pauseUntil.Load()
+		if until <= cur || h.pauseUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
+
+// clockOffset bounds the offset of a server's clock from ours. A Date
+// header has whole seconds and was written between the request's departure
+// and the response's arrival, so each response bounds the offset to an
+// interval of a little over a second; intersecting the intervals of many
+// responses narrows it. Absolute times in headers are then measured
+// against our clock plus the offset, not against one coarse Date.
+type clockOffset struct {
+	lo, hi time.Duration
+	n      int
+}
+
+// observe narrows the offset with a response whose Date is date, to a
+// request sent at sent and answered at recv (our clock).
+func (c *clockOffset) observe(date, sent, recv time.Time) {
+	lo, hi := date.Sub(recv), date.Add(time.Second).Sub(sent)
+	if c.n == 0 || lo > c.hi || hi < c.lo {
+		// The first response, or one that contradicts the others: a clock
+		// was set. Start again from it.
+		c.lo, c.hi, c.n = lo, hi, 1
+		return
+	}
+	c.lo, c.hi, c.n = max(c.lo, lo), min(c.hi, hi), c.n+1
+}
+
+// estimate returns the middle of the bounds.
+func (c *clockOffset) estimate() time.Duration { return c.lo + (c.hi-c.lo)/2 }
+
+// hostTable holds the hostStates that keys point to, and drops each when
+// its last key goes.
+type hostTable struct {
+	mu sync.Mutex
+	m  map[string]*hostState
+}
+
+func (ht *hostTable) get(host string) *hostState {
+	ht.mu.Lock()
+	defer ht.mu.Unlock()
+	h := ht.m[host]
+	if h == nil {
+		if ht.m == nil {
+			ht.m = make(map[string]*hostState)
+		}
+		h = &hostState{}
+		ht.m[host] = h
+	}
+	h.refs++
+	return h
+}
+
+func (ht *hostTable) put(host string, h *hostState) {
+	ht.mu.Lock()
+	defer ht.mu.Unlock()
+	if h.refs--; h.refs == 0 && ht.m[host] == h {
+		delete(ht.m, host)
+	}
+}
