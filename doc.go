@@ -1,0 +1,98 @@
+// Package headway paces outbound HTTP requests to the rate limits of the
+// APIs they call, so that a program stays under its quota instead of
+// collecting 429s, bans and retry storms.
+//
+// A [Transport] is an [http.RoundTripper] that wraps another one. It groups
+// requests by key (the host, by default: see [KeyFunc]) and gives each key a
+// pacer, a bounded FIFO queue and an optional bound on the requests in
+// flight. A request leaves as soon as every [Limit] of its key allows it;
+// otherwise it waits its turn in the queue, or fails at once with a typed
+// error when it could not be sent in time. A request that fails this way is
+// never sent.
+//
+//	package main
+//
+//	import (
+//		"context"
+//		"errors"
+//		"log"
+//		"net/http"
+//		"time"
+//
+//		"github.com/headway-go/headway"
+//	)
+//
+//	func main() {
+//		t := headway.New(nil, // nil: http.DefaultTransport
+//			headway.WithLimit(
+//				headway.PerSecond(10).WithBurst(5),   // 10 a second, 5 at once after a rest
+//				headway.PerHour(5000).WithBurst(500), // and 5,000 an hour, 500 at once
+//			),
+//			headway.WithQueue(headway.QueueOptions{MaxLen: 100, MaxWait: 30 * time.Second}),
+//			headway.WithMaxInFlight(4),
+//		)
+//		client := &http.Client{Transport: t}
+//
+//		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+//		defer cancel()
+//		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://api.example.com/items", nil)
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		resp, err := client.Do(req)
+//		var we *headway.WaitError
+//		switch {
+//		case errors.As(err, &we):
+//			log.Fatalf("not sent: it would wait %v, its deadline allows %v", we.Wait, we.Allowed)
+//		case errors.Is(err, headway.ErrQueueFull):
+//			log.Fatal("not sent: too many requests waiting")
+//		case err != nil:
+//			log.Fatal(err) // a context or network error
+//		}
+//		defer resp.Body.Close() // reading to EOF or closing frees the in-flight slot
+//
+//		// A final 429 is a response, not an error.
+//		if resp.StatusCode == http.StatusTooManyRequests {
+//			log.Printf("throttled anyway; Retry-After: %q", resp.Header.Get("Retry-After"))
+//		}
+//	}
+//
+// # Limits and costs
+//
+// A [Limit] is built with [Every], [PerSecond], [PerMinute], [PerHour] or
+// [Per], and given a burst with [Limit.WithBurst]; without one, requests
+// leave evenly spaced, so give a limit over a long window (an hourly quota) a
+// burst, or it paces to one request per Period/Count. [WithLimit] sets the
+// limits of every key, [WithHostLimit] those of one host. A request spends
+// its cost on all the limits of its key together: one unit, or what
+// [WithCost] puts in its context, or what [WithCostFunc] computes. A limit
+// made with [Limit.Requests] counts requests whatever their cost.
+//
+// # Errors
+//
+// [ErrQueueFull]: the key's queue is full. [*WaitError] (matching
+// [ErrWaitTooLong] and [context.DeadlineExceeded]): the known wait exceeds the
+// request's deadline or [QueueOptions.MaxWait]. [*CostError] (matching
+// [ErrCostTooLarge] or [ErrInvalidCost]): the cost can never fit. A request
+// whose context ends while it waits fails with the context's error. An
+// [http.Client] wraps all of them in a [*net/url.Error]; [errors.Is] and
+// [errors.As] see through it.
+//
+// # Response signals
+//
+// [ParseSignal] reads what a response says about rate limiting (Retry-After,
+// the IETF RateLimit fields, vendor headers) into a [Signal]; a
+// [SignalParser] with more [Dialect] values teaches it other vendors. The
+// Transport does not act on these signals yet: it paces to the limits it is
+// given.
+//
+// # Concurrency
+//
+// A Transport is safe for concurrent use by multiple goroutines, and should
+// be shared: keys only pace the requests that go through the same Transport.
+// It keeps the [http.RoundTripper] contract: it never modifies the request,
+// closes the request body on every path, and returns every response it
+// obtained, whatever its status, with a nil error. [ParseSignal] is safe for
+// concurrent use, and so is a [SignalParser] as long as its fields do not
+// change.
+package headway
