@@ -216,7 +216,12 @@ func ExampleKeyByHeader() {
 // told, and the third request is rejected.
 func ExampleTransport_RoundTrip() {
 	api := fakeserver.New(fakeserver.Config{Limit: 1, Window: time.Minute, Burst: 2})
-	t := headway.New(api.Transport(), headway.WithLimit(headway.PerMinute(60).WithBurst(3)))
+	// A throttled request is sent again after the wait the server names,
+	// unless that wait is longer than MaxRetryAfter: then the 429 comes
+	// back at once, as a response.
+	t := headway.New(api.Transport(),
+		headway.WithLimit(headway.PerMinute(60).WithBurst(3)),
+		headway.WithMaxRetryAfter(10*time.Second))
 	client := &http.Client{Transport: t}
 
 	for range 3 {
