@@ -83,8 +83,11 @@
 // [ParseSignal] reads what a response says about rate limiting (Retry-After,
 // the IETF RateLimit fields, vendor headers) into a [Signal]; a
 // [SignalParser] with more [Dialect] values teaches it other vendors. The
-// Transport does not act on these signals yet: it paces to the limits it is
-// given.
+// Transport reads them after every response: a throttle pauses the key (or
+// the host, for a global scope) and its request is sent again first when the
+// pause ends ([WithMaxRetryAfter], [WithThrottleAttempts]); a stated quota is
+// spent, then waited for; bare 429s slow the key down. [WithDialects] sets
+// the dialects it reads.
 //
 // # Concurrency
 //
