@@ -36,6 +36,7 @@ type waiter struct {
 	cost       int64
 	arrival    int64  // when it joined the queue
 	seq        uint64 // its departure's number, once admitted
+	at         int64  // when it was free to leave, once admitted
 	admitted   bool
 }
 
@@ -118,28 +119,28 @@ type keyState struct {
 // back, and acquire returns the number of its departure. A retry goes to
 // the front of the queue, ahead of new work. errEvicted asks the caller to
 // look the key up again.
-func (k *keyState) acquire(ctx context.Context, cost int64, front bool) (uint64, error) {
+func (k *keyState) acquire(ctx context.Context, cost int64, front bool) (departure, error) {
 	now := k.t.now()
 	k.mu.Lock()
 	if k.evicted {
 		k.mu.Unlock()
-		return 0, errEvicted
+		return departure{}, errEvicted
 	}
 	if i, ok := k.pacer.tooBig(cost); ok {
 		k.mu.Unlock()
-		return 0, &CostError{Cost: int(cost), Limit: k.lims[i]}
+		return departure{}, &CostError{Cost: int(cost), Limit: k.lims[i]}
 	}
 	// Fast path: nobody waits, a slot is free and the pacer allows it now.
 	if k.queue.head == nil && k.hasSlot() {
 		if d := k.earliest(now, 1, cost); d <= now {
 			seq := k.take(now, cost)
 			k.mu.Unlock()
-			return seq, nil
+			return departure{seq, now}, nil
 		}
 	}
 	if err := k.admissible(ctx, now, cost, front); err != nil {
 		k.mu.Unlock()
-		return 0, err
+		return departure{}, err
 	}
 	w := &waiter{ready: make(chan struct{}, 1), cost: cost, arrival: now}
 	if front {
@@ -150,9 +151,16 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool) (uint64,
 	k.dispatch(now)
 	k.mu.Unlock()
 	if err := k.wait(ctx, w); err != nil {
-		return 0, err
+		return departure{}, err
 	}
-	return w.seq, nil
+	return departure{w.seq, w.at}, nil
+}
+
+// departure is a request's leave to go: its number on the key, and when it
+// was free to go on the pacer's clock (it goes no earlier).
+type departure struct {
+	seq uint64
+	at  int64
 }
 
 // earliest returns when n requests costing cost in all may leave, at the
@@ -314,7 +322,7 @@ func (k *keyState) dispatch(now int64) {
 			k.arm(now, d)
 			return
 		}
-		w.seq = k.take(d, w.cost)
+		w.seq, w.at = k.take(d, w.cost), d
 		k.queue.remove(w)
 		w.admitted = true
 		w.ready <- struct{}{}

@@ -97,7 +97,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	out := req              // what this attempt sends
 	var last *http.Response // the last throttled response, when retrying
 	for attempt := 1; ; attempt++ {
-		k, seq, err := t.acquire(ctx, key, req, cost, attempt > 1)
+		k, dep, err := t.acquire(ctx, key, req, cost, attempt > 1)
 		if err != nil {
 			if attempt == 1 {
 				closeBody(req)
@@ -116,14 +116,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			last.Body.Close()
 		}
-		sent := time.Now()
 		resp, err := t.base.RoundTrip(out)
 		if err != nil {
 			k.endProbe()
 			k.release()
 			return nil, err
 		}
-		sig := t.observe(k, seq, sent, resp)
+		sig := t.observe(k, dep, resp)
 		if sig.Throttled {
 			t.stats.throttled.Add(1)
 			if t.retryThrottled(ctx, req, resp, attempt, &sig) {
@@ -139,39 +138,45 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // acquire finds the key's state and waits there for a slot.
-func (t *Transport) acquire(ctx context.Context, key string, req *http.Request, cost int64, front bool) (*keyState, uint64, error) {
+func (t *Transport) acquire(ctx context.Context, key string, req *http.Request, cost int64, front bool) (*keyState, departure, error) {
 	for {
 		k := t.keys.get(key, t, req)
-		seq, err := k.acquire(ctx, cost, front)
+		dep, err := k.acquire(ctx, cost, front)
 		if err != errEvicted {
-			return k, seq, err
+			return k, dep, err
 		}
 	}
 }
 
-// observe reads what resp says about its key's rate limit, and tells the
-// key. The response to departure seq of k left at sent.
-func (t *Transport) observe(k *keyState, seq uint64, sent time.Time, resp *http.Response) Signal {
-	in := SignalInput{Status: resp.StatusCode, Header: resp.Header, Now: time.Now()}
+// observe reads what resp, the response to departure dep of k, says about
+// its key's rate limit, and tells the key. A response that says nothing
+// costs no lock and no clock reading.
+func (t *Transport) observe(k *keyState, dep departure, resp *http.Response) Signal {
+	in := SignalInput{Status: resp.StatusCode, Header: resp.Header}
 	if resp.StatusCode >= 400 {
 		in.Body = peek(resp, maxPeek)
 	}
 	if off, ok := k.host.clockOffset(); ok {
+		in.Now = time.Now()
 		in.ServerNow = in.Now.Add(off)
 	}
 	sig := t.parser.Parse(&in)
 	if !sig.Throttled && !sig.HasWait && !sig.HasRemaining && sig.Limit == 0 {
 		k.endProbe()
-		return sig // nothing to learn: the common case costs no lock
+		return sig
 	}
+	now := t.now()
 	if v := resp.Header["Date"]; len(v) > 0 {
 		if date, err := http.ParseTime(v[0]); err == nil {
-			k.host.observeDate(date, sent, in.Now)
+			k.host.observeDate(date, t.wall(dep.at), t.wall(now))
 		}
 	}
-	k.observe(t.now(), seq, &sig)
+	k.observe(now, dep.seq, &sig)
 	return sig
 }
+
+// wall converts a time on the pacer's clock to the wall clock.
+func (t *Transport) wall(ns int64) time.Time { return t.epoch.Add(time.Duration(ns)) }
 
 // retryThrottled decides whether the throttled response resp to req, on
 // the given attempt, is retried after its key's pause.
