@@ -413,17 +413,22 @@ func (p *retryPolicy) newRetrier(req *http.Request, budget *retryBudget, now tim
 		return nil, err
 	}
 	r := &retrier{p: p, req: req, rp: rp, budget: budget, start: now, clock: clockAt{now}}
+	budget.deposit(now)
+	return r, nil
+}
+
+// initBackoff makes the request's backoff, at its first retry: a request
+// that needs none does not pay for it.
+func (r *retrier) initBackoff() {
 	r.exp = backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(p.initial),
-		backoff.WithMaxInterval(p.cap),
-		backoff.WithMultiplier(p.multiplier),
+		backoff.WithInitialInterval(r.p.initial),
+		backoff.WithMaxInterval(r.p.cap),
+		backoff.WithMultiplier(r.p.multiplier),
 		backoff.WithRandomizationFactor(0), // full jitter is drawn by fullJitter
 		backoff.WithMaxElapsedTime(0),      // bounded by the retrier: Reset would restart it
 		backoff.WithClockProvider(&r.clock),
 	)
-	r.bo = backoff.WithMaxRetries(&fullJitter{b: r.exp, rand: p.rand}, uint64(p.maxAttempts-1))
-	budget.deposit(now)
-	return r, nil
+	r.bo = backoff.WithMaxRetries(&fullJitter{b: r.exp, rand: r.p.rand}, uint64(r.p.maxAttempts-1))
 }
 
 // attempt returns the request of the next attempt: a clone of the caller's
@@ -445,6 +450,9 @@ func (r *retrier) next(resp *http.Response, err error, sig Signal, now time.Time
 	})
 	if r.stop = v.stop; !v.retry() {
 		return 0, false
+	}
+	if r.bo == nil {
+		r.initBackoff()
 	}
 	if v.hasWait {
 		r.exp.Reset()

@@ -359,16 +359,41 @@ func TestRetryLoopWithTheBreaker(t *testing.T) {
 		br := newBreaker("k", BreakerSettings{ConsecutiveFailures: 3})
 		p := newRetryPolicy(RetryOptions{MaxAttempts: 10})
 		resp, err := doRetries(base, p, nil, br, mustReq(t, "http://api.test/x"))
-		assert.Nil(t, resp)
-		var re *RetryError
-		require.ErrorAs(t, err, &re, "the breaker opened between attempts")
-		assert.Equal(t, 3, re.Attempts)
-		assert.ErrorIs(t, err, ErrCircuitOpen)
+		require.NoError(t, err)
+		assert.Equal(t, 503, resp.StatusCode, "the attempt that opened the breaker is the last")
+		drain(resp)
 		assert.Len(t, base.sent, 3)
 
 		_, err = doRetries(base, p, nil, br, mustReq(t, "http://api.test/x"))
 		assert.ErrorIs(t, err, ErrCircuitOpen)
+		var re *RetryError
 		assert.False(t, errors.As(err, &re), "refused before any attempt: the error as it is")
 		assert.Len(t, base.sent, 3)
+
+		// Opened by another request between two attempts: the retry fails
+		// at once, wrapped with the attempts made.
+		base2 := &scriptRT{steps: []step{{status: 502}}}
+		br2 := newBreaker("k2", BreakerSettings{ConsecutiveFailures: 2})
+		p.rand = func(n int64) int64 { return n - 1 } // wait 500ms before the retry
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			record(t, br2, outcomeFailure)
+		}()
+		_, err = doRetries(&sleepyRT{base2, 2 * time.Millisecond}, p, nil, br2, mustReq(t, "http://api.test/x"))
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, 1, re.Attempts)
+		assert.ErrorIs(t, err, ErrCircuitOpen)
+		assert.ErrorIs(t, err, gobreaker.ErrOpenState)
 	})
+}
+
+// sleepyRT takes d to answer.
+type sleepyRT struct {
+	http.RoundTripper
+	d time.Duration
+}
+
+func (s *sleepyRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	time.Sleep(s.d)
+	return s.RoundTripper.RoundTrip(req)
 }
