@@ -1,0 +1,533 @@
+package headway
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// RetryOptions configures the retries of requests that failed in a way
+// that passes with time: a throttle (429), an overload or outage (502,
+// 503, 504) or a broken connection. The zero value means the defaults.
+//
+// Which requests are retried:
+//
+//   - A request whose context is done is never retried.
+//   - A request whose body cannot be sent again is never retried: one with
+//     a body, no GetBody and more than MaxBufferedBody bytes.
+//   - CheckRetry, when set, is asked next; Retry or NoRetry settles it.
+//   - A response whose status is not in Statuses is not retried. A 403 that
+//     the response's signal marks as a rate limit (GitHub's secondary
+//     limits) counts as a 429.
+//   - A rejection that waiting does not cure (Signal.Retryable false, such
+//     as a billing quota) is not retried, nor one whose stated wait is too
+//     long to sleep on (Signal.TooLong): the response goes back at once.
+//   - An idempotent request is retried on every status in Statuses and on
+//     transport errors (a reset connection, an unexpected EOF, a timeout;
+//     not a context's end, nor a certificate or DNS "no such host" error).
+//     GET, HEAD, OPTIONS, TRACE, PUT and DELETE are idempotent, and so is
+//     any request with an Idempotency-Key or X-Idempotency-Key header (as
+//     net/http itself holds).
+//   - Any other request (POST, PATCH) is retried only when the server
+//     cannot have acted on it: on a 429 (or a throttling 403), and on a 503
+//     with a stated delay (Retry-After or the like), an explicit "come back
+//     later". RetryNonIdempotent retries it like an idempotent one.
+//
+// When the response states a wait (Signal.HasWait), the retry waits at
+// least that long, and the backoff starts over from InitialInterval: the
+// server said how long, our own guess is reset. Otherwise the retry waits
+// a random time between zero and the current backoff interval ("full
+// jitter"), which grows from InitialInterval by Multiplier up to
+// MaxInterval.
+//
+// Retries end after MaxAttempts attempts, when the next one could not
+// start within MaxElapsed of the first or before the request's context
+// deadline, or when the key's retry budget is spent. The caller then gets
+// the last response, even a 429 or a 503, or, when the last attempt got no
+// response, a *RetryError.
+type RetryOptions struct {
+	// MaxAttempts is the most times a request is sent, the first one
+	// included. The default is 4; 1 disables retries.
+	MaxAttempts int
+
+	// MaxElapsed bounds the time from the first attempt to the start of the
+	// last: a retry that could not start within it is not made. The default
+	// is 2 minutes; a negative value means no bound.
+	MaxElapsed time.Duration
+
+	// Statuses are the response statuses that may be retried, subject to
+	// the request's method (see RetryOptions). The default is 429, 502, 503
+	// and 504. Other statuses can be retried with CheckRetry.
+	Statuses []int
+
+	// CheckRetry, when set, decides first whether an attempt is retried:
+	// Retry or NoRetry override the built-in rules, RetryDefault defers to
+	// them. MaxAttempts, MaxElapsed, the deadline, the budget and the body's
+	// replayability still apply, and a stated wait is still honoured.
+	//
+	// req is the caller's request; resp is nil when err is not. CheckRetry
+	// must not modify them, nor read or close resp.Body, which goes back to
+	// the caller unless the attempt is retried. It may be called
+	// concurrently, for different requests.
+	CheckRetry func(req *http.Request, resp *http.Response, err error) RetryDecision
+
+	// InitialInterval is the first backoff interval. The default is 500ms.
+	InitialInterval time.Duration
+	// MaxInterval caps the backoff interval. The default is 30 seconds.
+	MaxInterval time.Duration
+	// Multiplier is the factor by which the interval grows after each
+	// retry. The default is 2; values below 1 count as 1.
+	Multiplier float64
+
+	// MaxBufferedBody is the largest request body held in memory to be
+	// sent again, for a body that has no GetBody. A larger body is sent once
+	// and never retried. The default is 1 MiB; a negative value never
+	// buffers. Reading to find the size blocks until that many bytes or EOF
+	// come: a body written only after the response arrives (full-duplex
+	// streaming) needs GetBody, a negative MaxBufferedBody, or MaxAttempts 1.
+	MaxBufferedBody int64
+
+	// RetryNonIdempotent retries requests that are not idempotent (POST,
+	// PATCH without an Idempotency-Key) on every status in Statuses and on
+	// transport errors, as if they were. Set it only when the server
+	// tolerates duplicates.
+	RetryNonIdempotent bool
+
+	// Budget bounds the retries of each key to a share of its requests.
+	Budget BudgetOptions
+}
+
+// Defaults of RetryOptions.
+const (
+	DefaultMaxAttempts     = 4
+	DefaultMaxElapsed      = 2 * time.Minute
+	DefaultInitialInterval = 500 * time.Millisecond
+	DefaultMaxInterval     = 30 * time.Second
+	DefaultMultiplier      = 2.0
+	DefaultMaxBufferedBody = 1 << 20
+)
+
+// DefaultRetryStatuses returns the statuses retried when
+// RetryOptions.Statuses is nil: 429, 502, 503 and 504.
+func DefaultRetryStatuses() []int {
+	return []int{http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout}
+}
+
+// A RetryDecision is RetryOptions.CheckRetry's verdict on an attempt.
+type RetryDecision uint8
+
+const (
+	// RetryDefault leaves the decision to the built-in rules.
+	RetryDefault RetryDecision = iota
+	// Retry retries the request, within MaxAttempts, MaxElapsed, the
+	// request's deadline and the retry budget, if its body can be sent
+	// again.
+	Retry
+	// NoRetry hands the response or error back to the caller.
+	NoRetry
+)
+
+// String returns "default", "retry" or "no-retry".
+func (d RetryDecision) String() string {
+	switch d {
+	case Retry:
+		return "retry"
+	case NoRetry:
+		return "no-retry"
+	}
+	return "default"
+}
+
+// retryPolicy is RetryOptions with the defaults filled in, shared by every
+// request of a Transport. It is read-only once made.
+type retryPolicy struct {
+	maxAttempts   int
+	maxElapsed    time.Duration // 0: no bound
+	statuses      statusSet
+	check         func(*http.Request, *http.Response, error) RetryDecision
+	initial, cap  time.Duration
+	multiplier    float64
+	maxBody       int64 // negative: never buffer
+	nonIdempotent bool
+	budget        BudgetOptions
+	rand          func(n int64) int64 // uniform in [0, n)
+}
+
+// newRetryPolicy fills in o's defaults.
+func newRetryPolicy(o RetryOptions) *retryPolicy {
+	p := &retryPolicy{
+		maxAttempts:   o.MaxAttempts,
+		maxElapsed:    o.MaxElapsed,
+		check:         o.CheckRetry,
+		initial:       o.InitialInterval,
+		cap:           o.MaxInterval,
+		multiplier:    o.Multiplier,
+		maxBody:       o.MaxBufferedBody,
+		nonIdempotent: o.RetryNonIdempotent,
+		budget:        o.Budget,
+		rand:          rand.Int64N,
+	}
+	if p.maxAttempts <= 0 {
+		p.maxAttempts = DefaultMaxAttempts
+	}
+	switch {
+	case p.maxElapsed == 0:
+		p.maxElapsed = DefaultMaxElapsed
+	case p.maxElapsed < 0:
+		p.maxElapsed = 0
+	}
+	statuses := o.Statuses
+	if statuses == nil {
+		statuses = DefaultRetryStatuses()
+	}
+	for _, s := range statuses {
+		p.statuses.add(s)
+	}
+	if p.initial <= 0 {
+		p.initial = DefaultInitialInterval
+	}
+	if p.cap <= 0 {
+		p.cap = DefaultMaxInterval
+	}
+	p.cap = max(p.cap, p.initial)
+	switch {
+	case p.multiplier == 0:
+		p.multiplier = DefaultMultiplier
+	case p.multiplier < 1:
+		p.multiplier = 1
+	}
+	if p.maxBody == 0 {
+		p.maxBody = DefaultMaxBufferedBody
+	}
+	return p
+}
+
+// newBudget returns a retry budget for one key, or nil when budgets are
+// disabled. A nil budget allows every retry.
+func (p *retryPolicy) newBudget(now time.Time) *retryBudget {
+	return newRetryBudget(p.budget, now)
+}
+
+// statusSet is a set of HTTP statuses from 100 to 599.
+type statusSet [600/64 + 1]uint64
+
+func (s *statusSet) add(code int) {
+	if code >= 100 && code < 600 {
+		s[code/64] |= 1 << (code % 64)
+	}
+}
+
+func (s *statusSet) has(code int) bool {
+	return code >= 100 && code < 600 && s[code/64]&(1<<(code%64)) != 0
+}
+
+// retryStop says why an attempt was or was not retried.
+type retryStop uint8
+
+const (
+	retryGo          retryStop = iota // retried
+	stopContext                       // the request's context is done
+	stopAttempts                      // MaxAttempts spent
+	stopBody                          // the body cannot be sent again
+	stopHook                          // CheckRetry said NoRetry
+	stopError                         // a transport error not worth retrying
+	stopStatus                        // a status not in Statuses
+	stopNotRetryable                  // a rejection that waiting does not cure
+	stopTooLong                       // a stated wait too long to sleep on
+	stopMethod                        // not idempotent, and maybe processed
+	stopElapsed                       // the retry could not start within MaxElapsed
+	stopDeadline                      // the retry could not start before the deadline
+	stopBudget                        // the key's retry budget is spent
+)
+
+var retryStopNames = [...]string{
+	retryGo: "retry", stopContext: "context done", stopAttempts: "attempts spent",
+	stopBody: "body not replayable", stopHook: "CheckRetry", stopError: "error not retryable",
+	stopStatus: "status not retryable", stopNotRetryable: "rejection not retryable",
+	stopTooLong: "stated wait too long", stopMethod: "method not idempotent",
+	stopElapsed: "MaxElapsed", stopDeadline: "deadline", stopBudget: "budget spent",
+}
+
+func (s retryStop) String() string { return retryStopNames[s] }
+
+// retryInput is what the retry decision of one attempt looks at.
+type retryInput struct {
+	req        *http.Request  // the caller's request
+	attempts   int            // attempts sent so far, this one included
+	replayable bool           // another attempt can send the same body
+	resp       *http.Response // nil when err is not
+	err        error
+	sig        Signal // ParseSignal's reading of resp; ignored without resp
+}
+
+// retryVerdict is the retry decision of one attempt: whether to retry,
+// why, and the server's wait, a floor for the delay before the retry.
+type retryVerdict struct {
+	stop    retryStop // retryGo to retry
+	wait    time.Duration
+	hasWait bool // wait was stated by the server: reset the backoff
+}
+
+func (v retryVerdict) retry() bool { return v.stop == retryGo }
+
+// decide is the retry decision of one attempt, a pure function of in and
+// the policy (and of CheckRetry, when set). It does not look at time: the
+// retrier bounds the delay by MaxElapsed and the deadline, and asks the
+// budget last.
+func (p *retryPolicy) decide(in retryInput) retryVerdict {
+	if in.req.Context().Err() != nil {
+		return retryVerdict{stop: stopContext}
+	}
+	if in.attempts >= p.maxAttempts {
+		return retryVerdict{stop: stopAttempts}
+	}
+	if !in.replayable {
+		return retryVerdict{stop: stopBody}
+	}
+	var v retryVerdict
+	if in.resp != nil && in.sig.HasWait {
+		v.wait, v.hasWait = in.sig.Wait, true
+	}
+	if p.check != nil {
+		switch p.check(in.req, in.resp, in.err) {
+		case Retry:
+			return v
+		case NoRetry:
+			return retryVerdict{stop: stopHook}
+		}
+	}
+	idempotent := p.nonIdempotent || isIdempotent(in.req)
+	if in.resp == nil {
+		switch {
+		case !retryableError(in.err):
+			v.stop = stopError
+		case !idempotent:
+			v.stop = stopMethod
+		}
+		return v
+	}
+	status := in.resp.StatusCode
+	throttled := status == http.StatusTooManyRequests ||
+		(status == http.StatusForbidden && in.sig.Throttled)
+	switch {
+	case throttled && !p.statuses.has(http.StatusTooManyRequests),
+		!throttled && !p.statuses.has(status):
+		v.stop = stopStatus
+	case !in.sig.Retryable:
+		v.stop = stopNotRetryable
+	case in.sig.TooLong:
+		v.stop = stopTooLong
+	case idempotent || throttled:
+	case status == http.StatusServiceUnavailable && in.sig.RetryAfter:
+	default:
+		v.stop = stopMethod
+	}
+	return v
+}
+
+// isIdempotent reports whether req may be sent twice with the same effect
+// as once: its method is idempotent, or it carries an idempotency key
+// (present in the header map, even with no value, as net/http holds).
+func isIdempotent(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
+		http.MethodPut, http.MethodDelete:
+		return true
+	}
+	if _, ok := req.Header["Idempotency-Key"]; ok {
+		return true
+	}
+	_, ok := req.Header["X-Idempotency-Key"]
+	return ok
+}
+
+// retryableError reports whether a transport error may pass with time: a
+// broken or refused connection, an unexpected EOF, a timeout. The end of a
+// context is the caller's doing, a certificate or an unknown host will not
+// change, and headway's own refusals are final.
+func retryableError(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, ErrQueueFull) || errors.Is(err, ErrCostTooLarge) ||
+		errors.Is(err, ErrInvalidCost) || errors.Is(err, ErrCircuitOpen) ||
+		errors.Is(err, errNotReplayable) {
+		return false
+	}
+	var (
+		certErr     *tls.CertificateVerificationError
+		authErr     x509.UnknownAuthorityError
+		hostErr     x509.HostnameError
+		invalidErr  x509.CertificateInvalidError
+		dnsErr      *net.DNSError
+		recordError tls.RecordHeaderError
+	)
+	switch {
+	case errors.As(err, &certErr), errors.As(err, &authErr), errors.As(err, &hostErr),
+		errors.As(err, &invalidErr), errors.As(err, &recordError):
+		return false
+	case errors.As(err, &dnsErr):
+		return !dnsErr.IsNotFound
+	}
+	return true
+}
+
+// retrier carries the retries of one RoundTrip: its attempts' requests,
+// their count, the backoff and the key's budget. It is not safe for
+// concurrent use; one RoundTrip uses it at a time.
+type retrier struct {
+	p      *retryPolicy
+	req    *http.Request
+	rp     *replayer
+	budget *retryBudget
+
+	exp   *backoff.ExponentialBackOff // reset when the server states a wait
+	bo    backoff.BackOff             // exp with full jitter, at most maxAttempts-1 times
+	clock clockAt
+
+	start    time.Time
+	attempts int
+	stop     retryStop
+}
+
+// newRetrier starts the retries of req at now: it prepares the body for
+// replay (reading it into memory if it must, see replayer) and deposits the
+// request in budget (which may be nil). When the body cannot be read it is
+// closed and the error returned: the request must fail with it, unsent.
+func (p *retryPolicy) newRetrier(req *http.Request, budget *retryBudget, now time.Time) (*retrier, error) {
+	limit := p.maxBody
+	if p.maxAttempts == 1 {
+		limit = -1 // never replayed: no need to buffer
+	}
+	rp, err := newReplayer(req, limit)
+	if err != nil {
+		return nil, err
+	}
+	r := &retrier{p: p, req: req, rp: rp, budget: budget, start: now, clock: clockAt{now}}
+	budget.deposit(now)
+	return r, nil
+}
+
+// initBackoff makes the request's backoff, at its first retry: a request
+// that needs none does not pay for it.
+func (r *retrier) initBackoff() {
+	r.exp = backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(r.p.initial),
+		backoff.WithMaxInterval(r.p.cap),
+		backoff.WithMultiplier(r.p.multiplier),
+		backoff.WithRandomizationFactor(0), // full jitter is drawn by fullJitter
+		backoff.WithMaxElapsedTime(0),      // bounded by the retrier: Reset would restart it
+		backoff.WithClockProvider(&r.clock),
+	)
+	r.bo = backoff.WithMaxRetries(&fullJitter{b: r.exp, rand: r.p.rand}, uint64(r.p.maxAttempts-1))
+}
+
+// attempt returns the request of the next attempt: a clone of the caller's
+// request with a fresh body. It must be sent (the base RoundTripper closes
+// its body) or have its body closed.
+func (r *retrier) attempt() (*http.Request, error) { return r.rp.attempt() }
+
+// next records that an attempt was sent and ended at now with resp or err
+// (sig is ParseSignal's reading of resp), and decides whether to retry it.
+// When it returns true, the caller drains and closes resp (drainAndClose)
+// and sends the next attempt no sooner than delay from now; otherwise it
+// returns resp as it is, or err through fail.
+func (r *retrier) next(resp *http.Response, err error, sig Signal, now time.Time) (delay time.Duration, retry bool) {
+	r.attempts++
+	r.clock.t = now
+	v := r.p.decide(retryInput{
+		req: r.req, attempts: r.attempts, replayable: r.rp.canReplay(),
+		resp: resp, err: err, sig: sig,
+	})
+	if r.stop = v.stop; !v.retry() {
+		return 0, false
+	}
+	if r.bo == nil {
+		r.initBackoff()
+	}
+	if v.hasWait {
+		r.exp.Reset()
+	}
+	d := r.bo.NextBackOff()
+	if d == backoff.Stop {
+		r.stop = stopAttempts
+		return 0, false
+	}
+	d = max(d, v.wait)
+	at := now.Add(d)
+	if r.p.maxElapsed > 0 && at.Sub(r.start) > r.p.maxElapsed {
+		r.stop = stopElapsed
+		return 0, false
+	}
+	if dl, ok := r.req.Context().Deadline(); ok && at.After(dl) {
+		r.stop = stopDeadline
+		return 0, false
+	}
+	if !r.budget.withdraw(now) {
+		r.stop = stopBudget
+		return 0, false
+	}
+	return d, true
+}
+
+// fail returns the error that RoundTrip fails with when the retries end
+// on err: err itself when no attempt was sent, else a *RetryError with the
+// number of attempts sent.
+func (r *retrier) fail(err error) error {
+	if r.attempts == 0 {
+		return err
+	}
+	return &RetryError{Attempts: r.attempts, Err: err, BudgetExhausted: r.stop == stopBudget}
+}
+
+// close closes the caller's body if no attempt carried it away. Call it
+// once RoundTrip is over, on every path.
+func (r *retrier) close() { r.rp.close() }
+
+// fullJitter draws each backoff uniformly in [0, interval], where interval
+// is its BackOff's un-randomised value: "full jitter". cenkalti's
+// RandomizationFactor draws from [(1-f)·i, (1+f)·i], which cannot express
+// that range, and from the global source, which tests cannot seed.
+type fullJitter struct {
+	b    backoff.BackOff
+	rand func(n int64) int64 // uniform in [0, n)
+}
+
+func (j *fullJitter) NextBackOff() time.Duration {
+	d := j.b.NextBackOff()
+	if d <= 0 {
+		return d // Stop, or no wait at all
+	}
+	return time.Duration(j.rand(int64(d) + 1))
+}
+
+func (j *fullJitter) Reset() { j.b.Reset() }
+
+// clockAt is a backoff.Clock that reads the time last given to the
+// retrier: the backoff never looks at the real clock.
+type clockAt struct{ t time.Time }
+
+func (c *clockAt) Now() time.Time { return c.t }
+
+// drainLimit is the most of a discarded response body read so that its
+// connection can be reused; a longer body is cut and its connection closed.
+const drainLimit = 4 << 10
+
+// drainAndClose reads at most drainLimit bytes of resp's body and closes
+// it, so that the connection goes back to the pool before a retry.
+func drainAndClose(resp *http.Response) {
+	if resp == nil || resp.Body == nil {
+		return
+	}
+	io.CopyN(io.Discard, resp.Body, drainLimit)
+	resp.Body.Close()
+}

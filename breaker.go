@@ -1,0 +1,313 @@
+package headway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// BreakerState is the state of a key's circuit breaker.
+type BreakerState uint8
+
+const (
+	// BreakerClosed lets every request through and counts their outcomes.
+	BreakerClosed BreakerState = iota
+	// BreakerHalfOpen lets a few probes through after the open time: their
+	// successes close the breaker, a failure opens it again.
+	BreakerHalfOpen
+	// BreakerOpen fails every request at once with a *CircuitOpenError.
+	BreakerOpen
+)
+
+// String returns "closed", "half-open" or "open".
+func (s BreakerState) String() string {
+	switch s {
+	case BreakerClosed:
+		return "closed"
+	case BreakerHalfOpen:
+		return "half-open"
+	case BreakerOpen:
+		return "open"
+	}
+	return fmt.Sprintf("BreakerState(%d)", uint8(s))
+}
+
+// BreakerSettings configures the circuit breaker of each key (a
+// sony/gobreaker/v2 breaker). The zero value means the defaults.
+//
+// A response with a 5xx status and a transport error count as failures.
+// Every other response counts as a success, 429 and other 4xx included: a
+// throttle or a refusal shows a server at work, not an outage. A request
+// whose context ended (the caller gave up), or that was cancelled, counts
+// as neither.
+//
+// The breaker opens when, within Interval, ConsecutiveFailures failures
+// came in a row, or at least MinRequests outcomes were counted and the
+// share of failures among them reached FailureRatio. While open, requests
+// fail at once with a *CircuitOpenError. After Timeout it lets MaxRequests
+// probes through (half-open): as many successes in a row close it, any
+// failure opens it again.
+type BreakerSettings struct {
+	// Interval is the window over which outcomes are counted while closed,
+	// rolling in ten buckets. The default is 60 seconds.
+	Interval time.Duration
+
+	// FailureRatio is the share of failures, from 0 to 1, that opens the
+	// breaker once MinRequests outcomes are counted. The default is 0.5; a
+	// negative value disables this rule.
+	FailureRatio float64
+
+	// MinRequests is the fewest outcomes within Interval for FailureRatio to
+	// apply. The default is 10.
+	MinRequests int
+
+	// ConsecutiveFailures is the number of failures in a row that open the
+	// breaker, whatever the ratio. The default is 5; a negative value
+	// disables this rule.
+	ConsecutiveFailures int
+
+	// Timeout is how long the breaker stays open before it lets probes
+	// through. The default is 30 seconds.
+	Timeout time.Duration
+
+	// MaxRequests is the number of probes let through at once while
+	// half-open, and the number of successes in a row that close the
+	// breaker. The default is 1.
+	MaxRequests int
+
+	// OnStateChange, when set, is called on every change of a key's state,
+	// with the key. Calls come in the order of the changes, one at a time,
+	// and never under a lock, so the hook may use the Transport; they may
+	// come from another goroutine than the request that caused the change,
+	// and after its RoundTrip returned. The key may hold credentials
+	// (KeyByHeader): the hook should not log it as it is.
+	OnStateChange func(key string, from, to BreakerState)
+}
+
+// Defaults of BreakerSettings.
+const (
+	DefaultBreakerInterval     = 60 * time.Second
+	DefaultFailureRatio        = 0.5
+	DefaultBreakerMinRequests  = 10
+	DefaultConsecutiveFailures = 5
+	DefaultBreakerTimeout      = 30 * time.Second
+	DefaultBreakerMaxRequests  = 1
+)
+
+const breakerBuckets = 10
+
+// outcome is what one sent request tells a breaker.
+type outcome uint8
+
+const (
+	outcomeSuccess  outcome = iota
+	outcomeFailure          // counts towards opening
+	outcomeExcluded         // counts as neither; frees a half-open probe slot
+)
+
+func (o outcome) String() string {
+	switch o {
+	case outcomeSuccess:
+		return "success"
+	case outcomeFailure:
+		return "failure"
+	}
+	return "excluded"
+}
+
+// classify returns the outcome of a request that ended with resp or err,
+// whose context's Err() was ctxErr when it ended.
+func classify(resp *http.Response, err error, ctxErr error) outcome {
+	switch {
+	case ctxErr != nil, errors.Is(err, context.Canceled):
+		return outcomeExcluded
+	case err != nil, resp == nil, resp.StatusCode >= 500:
+		return outcomeFailure
+	}
+	return outcomeSuccess
+}
+
+// Errors handed to gobreaker's done callback to carry an outcome.
+var (
+	errBreakerFailure  = errors.New("headway: breaker failure")
+	errBreakerExcluded = errors.New("headway: breaker excluded")
+)
+
+// breaker is the circuit breaker of one key: a gobreaker two-step breaker,
+// and the state-change hook delivered outside gobreaker's lock. Its methods
+// are safe for concurrent use.
+//
+// gobreaker reads time.Now itself: the breaker's states follow the real
+// clock (or synctest's), not a parameter.
+type breaker struct {
+	key     string
+	cb      *gobreaker.TwoStepCircuitBreaker[struct{}]
+	timeout time.Duration
+	hook    func(key string, from, to BreakerState)
+
+	// mu guards the fields below. It is taken inside gobreaker's lock (by
+	// onChange) and never held while calling gobreaker or the hook.
+	mu         sync.Mutex
+	openedAt   time.Time
+	pending    []stateChange // changes not yet delivered to hook, oldest first
+	delivering bool          // a goroutine is delivering pending
+	npending   atomic.Int32  // len(pending), read without mu
+}
+
+type stateChange struct{ from, to BreakerState }
+
+// newBreaker returns the breaker of key, closed.
+func newBreaker(key string, s BreakerSettings) *breaker {
+	if s.Interval <= 0 {
+		s.Interval = DefaultBreakerInterval
+	}
+	if s.FailureRatio == 0 {
+		s.FailureRatio = DefaultFailureRatio
+	}
+	if s.MinRequests <= 0 {
+		s.MinRequests = DefaultBreakerMinRequests
+	}
+	if s.ConsecutiveFailures == 0 {
+		s.ConsecutiveFailures = DefaultConsecutiveFailures
+	}
+	if s.Timeout <= 0 {
+		s.Timeout = DefaultBreakerTimeout
+	}
+	if s.MaxRequests <= 0 {
+		s.MaxRequests = DefaultBreakerMaxRequests
+	}
+	b := &breaker{key: key, timeout: s.Timeout, hook: s.OnStateChange}
+	ratio, minReq, consec := s.FailureRatio, uint32(s.MinRequests), s.ConsecutiveFailures
+	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		MaxRequests:  uint32(s.MaxRequests),
+		Interval:     s.Interval,
+		BucketPeriod: max(s.Interval/breakerBuckets, 1),
+		Timeout:      s.Timeout,
+		ReadyToTrip: func(c gobreaker.Counts) bool {
+			if consec > 0 && c.ConsecutiveFailures >= uint32(consec) {
+				return true
+			}
+			n := c.TotalSuccesses + c.TotalFailures
+			return ratio > 0 && n >= minReq && float64(c.TotalFailures) >= ratio*float64(n)
+		},
+		OnStateChange: b.onChange,
+		IsExcluded:    func(err error) bool { return err == errBreakerExcluded },
+	})
+	return b
+}
+
+// allow asks whether a request may be sent at now. If so, done must be
+// called exactly once with the request's outcome (see classify), or with
+// outcomeExcluded if it is not sent after all. If not, err is a
+// *CircuitOpenError.
+func (b *breaker) allow(now time.Time) (done func(outcome), err error) {
+	gbDone, err := b.cb.Allow()
+	b.flush()
+	if err != nil {
+		return nil, b.openError(err, now)
+	}
+	called := false
+	return func(o outcome) {
+		if called {
+			return
+		}
+		called = true
+		switch o {
+		case outcomeSuccess:
+			gbDone(nil)
+		case outcomeFailure:
+			gbDone(errBreakerFailure)
+		default:
+			gbDone(errBreakerExcluded)
+		}
+		b.flush()
+	}, nil
+}
+
+// openError turns gobreaker's refusal into a *CircuitOpenError.
+func (b *breaker) openError(err error, now time.Time) *CircuitOpenError {
+	if errors.Is(err, gobreaker.ErrTooManyRequests) {
+		return &CircuitOpenError{State: BreakerHalfOpen}
+	}
+	at := b.retryAt()
+	return &CircuitOpenError{State: BreakerOpen, RetryAt: at, RetryIn: max(at.Sub(now), 0)}
+}
+
+// state returns the breaker's state, moving it from open to half-open if
+// its open time is over.
+func (b *breaker) state() BreakerState {
+	s := BreakerState(b.cb.State())
+	b.flush()
+	return s
+}
+
+// retryIn returns how long after now the breaker will let a probe
+// through: zero unless it is open.
+func (b *breaker) retryIn(now time.Time) time.Duration {
+	if b.state() != BreakerOpen {
+		return 0
+	}
+	return max(b.retryAt().Sub(now), 0)
+}
+
+// retryAt returns when the breaker, last opened, lets probes through.
+func (b *breaker) retryAt() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.openedAt.Add(b.timeout)
+}
+
+// onChange is gobreaker's OnStateChange, called under gobreaker's lock: it
+// notes the change and leaves its delivery to flush.
+func (b *breaker) onChange(_ string, from, to gobreaker.State) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if to == gobreaker.StateOpen {
+		b.openedAt = time.Now()
+	}
+	if b.hook != nil {
+		b.pending = append(b.pending, stateChange{BreakerState(from), BreakerState(to)})
+		b.npending.Add(1)
+	}
+}
+
+// flush delivers the pending state changes to the hook, in order, outside
+// every lock. One goroutine delivers at a time: one that finds another at
+// it leaves the changes it caused to that one, so the hook sees changes in
+// order and never concurrently, and may call back into the breaker.
+func (b *breaker) flush() {
+	if b.npending.Load() == 0 {
+		return
+	}
+	b.mu.Lock()
+	if b.delivering {
+		b.mu.Unlock()
+		return
+	}
+	b.delivering = true
+	defer func() {
+		// Reached with mu held, normally or when the hook panics.
+		b.delivering = false
+		b.mu.Unlock()
+	}()
+	for len(b.pending) > 0 {
+		c := b.pending[0]
+		b.pending[0] = stateChange{}
+		b.pending = b.pending[1:]
+		if len(b.pending) == 0 {
+			b.pending = nil
+		}
+		b.npending.Add(-1)
+		b.mu.Unlock()
+		func() {
+			defer b.mu.Lock()
+			b.hook(b.key, c.from, c.to)
+		}()
+	}
+}

@@ -1,0 +1,399 @@
+package headway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestClassify(t *testing.T) {
+	resp := func(code int) *http.Response { return &http.Response{StatusCode: code} }
+	rows := []struct {
+		name   string
+		resp   *http.Response
+		err    error
+		ctxErr error
+		want   outcome
+	}{
+		{"200", resp(200), nil, nil, outcomeSuccess},
+		{"301", resp(301), nil, nil, outcomeSuccess},
+		{"400", resp(400), nil, nil, outcomeSuccess},
+		{"404", resp(404), nil, nil, outcomeSuccess},
+		{"429 is a throttle, not an outage", resp(429), nil, nil, outcomeSuccess},
+		{"500", resp(500), nil, nil, outcomeFailure},
+		{"502", resp(502), nil, nil, outcomeFailure},
+		{"503", resp(503), nil, nil, outcomeFailure},
+		{"504", resp(504), nil, nil, outcomeFailure},
+		{"reset", nil, errReset, nil, outcomeFailure},
+		{"EOF", nil, errEOF, nil, outcomeFailure},
+		{"a timeout of the transport", nil, fmt.Errorf("x: %w", context.DeadlineExceeded), nil, outcomeFailure},
+		{"caller cancelled", nil, context.Canceled, context.Canceled, outcomeExcluded},
+		{"caller's deadline", nil, context.DeadlineExceeded, context.DeadlineExceeded, outcomeExcluded},
+		{"cancelled without the caller's context", nil, fmt.Errorf("x: %w", context.Canceled), nil, outcomeExcluded},
+		{"a 503 after the caller gave up", resp(503), nil, context.Canceled, outcomeExcluded},
+	}
+	for _, r := range rows {
+		assert.Equal(t, r.want, classify(r.resp, r.err, r.ctxErr), r.name)
+	}
+	assert.Equal(t, "success", outcomeSuccess.String())
+	assert.Equal(t, "failure", outcomeFailure.String())
+	assert.Equal(t, "excluded", outcomeExcluded.String())
+}
+
+// record sends one request through b with outcome o, failing the test if
+// b refuses it.
+func record(t *testing.T, b *breaker, o outcome) {
+	t.Helper()
+	done, err := b.allow(time.Now())
+	require.NoError(t, err)
+	done(o)
+}
+
+func requireOpen(t *testing.T, b *breaker, retryIn time.Duration) *CircuitOpenError {
+	t.Helper()
+	_, err := b.allow(time.Now())
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrCircuitOpen)
+	assert.ErrorIs(t, err, gobreaker.ErrOpenState)
+	assert.NotErrorIs(t, err, gobreaker.ErrTooManyRequests)
+	var ce *CircuitOpenError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, BreakerOpen, ce.State)
+	assert.Equal(t, retryIn, ce.RetryIn)
+	assert.Equal(t, time.Now().Add(retryIn), ce.RetryAt)
+	assert.Equal(t, retryIn, b.retryIn(time.Now()))
+	assert.Equal(t, BreakerOpen, b.state())
+	return ce
+}
+
+func TestBreakerOpensOnConsecutiveFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBreaker("api.test", BreakerSettings{})
+		for range 4 {
+			record(t, b, outcomeFailure)
+		}
+		record(t, b, outcomeSuccess) // breaks the run
+		for range 4 {
+			record(t, b, outcomeFailure)
+		}
+		assert.Equal(t, BreakerClosed, b.state())
+		assert.Zero(t, b.retryIn(time.Now()))
+		record(t, b, outcomeFailure) // the fifth in a row
+		ce := requireOpen(t, b, DefaultBreakerTimeout)
+		assert.Equal(t, "headway: circuit open, next probe in 30s", ce.Error())
+		assert.NotContains(t, ce.Error(), "api.test", "keys may hold credentials")
+
+		time.Sleep(10 * time.Second)
+		requireOpen(t, b, 20*time.Second)
+		time.Sleep(20 * time.Second)
+		requireOpen(t, b, 0) // probes go through strictly after RetryAt
+		time.Sleep(1)
+		assert.Equal(t, BreakerHalfOpen, b.state())
+		assert.Zero(t, b.retryIn(time.Now()))
+	})
+}
+
+func TestBreakerOpensOnFailureRatio(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBreaker("k", BreakerSettings{ConsecutiveFailures: -1, MinRequests: 10, FailureRatio: 0.5})
+		for range 4 {
+			record(t, b, outcomeFailure)
+		}
+		for range 5 {
+			record(t, b, outcomeSuccess)
+		}
+		assert.Equal(t, BreakerClosed, b.state(), "4 of 9: below the ratio")
+		record(t, b, outcomeFailure)
+		requireOpen(t, b, DefaultBreakerTimeout) // 5 of 10
+	})
+	synctest.Test(t, func(t *testing.T) {
+		b := newBreaker("k", BreakerSettings{ConsecutiveFailures: -1, MinRequests: 10})
+		for range 9 {
+			record(t, b, outcomeFailure)
+		}
+		assert.Equal(t, BreakerClosed, b.state(), "9 failures in a row, but fewer than MinRequests")
+		record(t, b, outcomeFailure)
+		requireOpen(t, b, DefaultBreakerTimeout)
+	})
+}
+
+func TestBreakerForgetsOutcomesOutsideItsWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBreaker("k", BreakerSettings{ConsecutiveFailures: -1, MinRequests: 10, Interval: 10 * time.Second})
+		for range 9 {
+			record(t, b, outcomeFailure)
+		}
+		time.Sleep(11 * time.Second)
+		record(t, b, outcomeFailure)
+		assert.Equal(t, BreakerClosed, b.state(), "the nine are forgotten")
+		for range 9 {
+			record(t, b, outcomeFailure)
+		}
+		assert.Equal(t, BreakerOpen, b.state())
+	})
+}
+
+func TestBreakerIgnoresThrottlesAndCancellations(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBreaker("k", BreakerSettings{})
+		for _, code := range []int{429, 429, 429, 400, 403, 404, 429, 429} {
+			record(t, b, outcomeFailure)
+			record(t, b, classify(&http.Response{StatusCode: code}, nil, nil))
+			record(t, b, classify(&http.Response{StatusCode: code}, nil, nil))
+		}
+		for range 20 {
+			record(t, b, classify(nil, context.Canceled, context.Canceled))
+			record(t, b, classify(&http.Response{StatusCode: 503}, nil, context.DeadlineExceeded))
+		}
+		assert.Equal(t, BreakerClosed, b.state())
+		c := b.cb.Counts()
+		assert.Equal(t, uint32(40), c.TotalExclusions)
+		assert.Equal(t, uint32(8), c.TotalFailures)
+		assert.Equal(t, uint32(16), c.TotalSuccesses, "8 failures of 24: below the ratio")
+		assert.Zero(t, c.ConsecutiveFailures, "each failure was followed by a success")
+	})
+}
+
+func TestBreakerHalfOpenProbes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBreaker("k", BreakerSettings{ConsecutiveFailures: 1, MaxRequests: 2, Timeout: time.Minute})
+		record(t, b, outcomeFailure)
+		requireOpen(t, b, time.Minute)
+		time.Sleep(time.Minute + 1)
+		assert.Equal(t, BreakerHalfOpen, b.state())
+
+		p1, err := b.allow(time.Now())
+		require.NoError(t, err)
+		p2, err := b.allow(time.Now())
+		require.NoError(t, err)
+		_, err = b.allow(time.Now())
+		require.Error(t, err, "two probes at most")
+		assert.ErrorIs(t, err, ErrCircuitOpen)
+		assert.ErrorIs(t, err, gobreaker.ErrTooManyRequests)
+		assert.NotErrorIs(t, err, gobreaker.ErrOpenState)
+		var ce *CircuitOpenError
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, BreakerHalfOpen, ce.State)
+		assert.True(t, ce.RetryAt.IsZero())
+		assert.Zero(t, ce.RetryIn)
+		assert.Equal(t, "headway: circuit half-open, every probe in flight", ce.Error())
+
+		p2(outcomeExcluded) // a probe not sent after all frees its slot
+		p2(outcomeFailure)  // and a second call is ignored
+		p3, err := b.allow(time.Now())
+		require.NoError(t, err)
+		p1(outcomeSuccess)
+		assert.Equal(t, BreakerHalfOpen, b.state(), "one success of two")
+		p3(outcomeSuccess)
+		assert.Equal(t, BreakerClosed, b.state())
+	})
+}
+
+func TestBreakerHalfOpenFailureReopens(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBreaker("k", BreakerSettings{ConsecutiveFailures: 1, Timeout: time.Minute})
+		record(t, b, outcomeFailure)
+		time.Sleep(time.Minute + 1)
+		record(t, b, outcomeFailure)
+		requireOpen(t, b, time.Minute)
+	})
+}
+
+func TestBreakerDropsOutcomesFromBeforeAStateChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBreaker("k", BreakerSettings{ConsecutiveFailures: 1, Timeout: time.Minute})
+		late, err := b.allow(time.Now())
+		require.NoError(t, err)
+		record(t, b, outcomeFailure)
+		time.Sleep(time.Minute + 1)
+		late(outcomeFailure) // sent while closed: not the probe's verdict
+		assert.Equal(t, BreakerHalfOpen, b.state())
+	})
+}
+
+// transition is one call of OnStateChange.
+type transition struct{ from, to BreakerState }
+
+func TestBreakerStateHookOutsideTheLockAndInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			b      *breaker
+			got    []transition
+			keys   []string
+			inside atomic.Int32
+		)
+		b = newBreaker("api.test", BreakerSettings{
+			ConsecutiveFailures: 2, Timeout: time.Minute,
+			OnStateChange: func(key string, from, to BreakerState) {
+				require.Equal(t, int32(1), inside.Add(1), "one call at a time")
+				defer inside.Add(-1)
+				got = append(got, transition{from, to})
+				keys = append(keys, key)
+				// Under gobreaker's lock, each of these would deadlock.
+				_ = b.state()
+				_ = b.retryIn(time.Now())
+				if done, err := b.allow(time.Now()); err == nil {
+					done(outcomeExcluded)
+				}
+			},
+		})
+		record(t, b, outcomeFailure)
+		record(t, b, outcomeFailure) // closed -> open
+		time.Sleep(time.Minute + 1)
+		record(t, b, outcomeFailure) // open -> half-open -> open
+		time.Sleep(time.Minute + 1)
+		record(t, b, outcomeSuccess) // open -> half-open -> closed
+		assert.Equal(t, []transition{
+			{BreakerClosed, BreakerOpen},
+			{BreakerOpen, BreakerHalfOpen},
+			{BreakerHalfOpen, BreakerOpen},
+			{BreakerOpen, BreakerHalfOpen},
+			{BreakerHalfOpen, BreakerClosed},
+		}, got)
+		assert.Equal(t, []string{"api.test", "api.test", "api.test", "api.test", "api.test"}, keys)
+		assert.Equal(t, "half-open", BreakerHalfOpen.String())
+		assert.Equal(t, "BreakerState(9)", BreakerState(9).String())
+	})
+}
+
+func TestBreakerStateHookUnderConcurrency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu     sync.Mutex
+			got    []transition
+			inside atomic.Int32
+			over   atomic.Bool
+		)
+		b := newBreaker("k", BreakerSettings{
+			ConsecutiveFailures: 3, MaxRequests: 2, Timeout: 50 * time.Millisecond,
+			OnStateChange: func(_ string, from, to BreakerState) {
+				if inside.Add(1) != 1 {
+					over.Store(true)
+				}
+				mu.Lock()
+				got = append(got, transition{from, to})
+				mu.Unlock()
+				time.Sleep(time.Millisecond) // let others change the state meanwhile
+				inside.Add(-1)
+			},
+		})
+		var wg sync.WaitGroup
+		for g := range 16 {
+			wg.Go(func() {
+				for i := range 300 {
+					done, err := b.allow(time.Now())
+					if err == nil {
+						o := outcomeSuccess
+						if (g+i)%3 != 0 {
+							o = outcomeFailure
+						}
+						done(o)
+					}
+					time.Sleep(time.Duration(1+g%5) * time.Millisecond)
+				}
+			})
+		}
+		wg.Wait()
+		b.state() // deliver anything left
+		assert.False(t, over.Load(), "the hook ran concurrently with itself")
+		mu.Lock()
+		defer mu.Unlock()
+		require.Greater(t, len(got), 10, "the test should change the state often")
+		t.Logf("%d transitions", len(got))
+		assert.Equal(t, BreakerClosed, got[0].from)
+		for i := 1; i < len(got); i++ {
+			require.Equal(t, got[i-1].to, got[i].from, "transition %d out of order: %v", i, got)
+		}
+		assert.Equal(t, got[len(got)-1].to, b.state())
+	})
+}
+
+func TestBreakerStateHookPanicDoesNotWedgeIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var got []transition
+		b := newBreaker("k", BreakerSettings{
+			ConsecutiveFailures: 1, Timeout: time.Minute,
+			OnStateChange: func(_ string, from, to BreakerState) {
+				got = append(got, transition{from, to})
+				if len(got) == 1 {
+					panic("hook")
+				}
+			},
+		})
+		done, err := b.allow(time.Now())
+		require.NoError(t, err)
+		assert.PanicsWithValue(t, "hook", func() { done(outcomeFailure) })
+		time.Sleep(time.Minute + 1)
+		record(t, b, outcomeSuccess)
+		assert.Equal(t, []transition{
+			{BreakerClosed, BreakerOpen},
+			{BreakerOpen, BreakerHalfOpen},
+			{BreakerHalfOpen, BreakerClosed},
+		}, got)
+	})
+}
+
+func TestBreakerDefaults(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBreaker("k", BreakerSettings{FailureRatio: -1, ConsecutiveFailures: -1})
+		for range 100 {
+			record(t, b, outcomeFailure)
+		}
+		assert.Equal(t, BreakerClosed, b.state(), "both rules disabled: never opens")
+	})
+}
+
+func TestRetryLoopWithTheBreaker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &scriptRT{steps: []step{{status: 503}}}
+		br := newBreaker("k", BreakerSettings{ConsecutiveFailures: 3})
+		p := newRetryPolicy(RetryOptions{MaxAttempts: 10})
+		resp, err := doRetries(base, p, nil, br, mustReq(t, "http://api.test/x"))
+		require.NoError(t, err)
+		assert.Equal(t, 503, resp.StatusCode, "the attempt that opened the breaker is the last")
+		drain(resp)
+		assert.Len(t, base.sent, 3)
+
+		_, err = doRetries(base, p, nil, br, mustReq(t, "http://api.test/x"))
+		assert.ErrorIs(t, err, ErrCircuitOpen)
+		var re *RetryError
+		assert.False(t, errors.As(err, &re), "refused before any attempt: the error as it is")
+		assert.Len(t, base.sent, 3)
+
+		// Opened by another request between two attempts: the retry fails
+		// at once, wrapped with the attempts made.
+		base2 := &scriptRT{steps: []step{{status: 502}}}
+		br2 := newBreaker("k2", BreakerSettings{ConsecutiveFailures: 2})
+		p.rand = func(n int64) int64 { return n - 1 } // wait 500ms before the retry
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			record(t, br2, outcomeFailure)
+		}()
+		_, err = doRetries(&sleepyRT{base2, 2 * time.Millisecond}, p, nil, br2, mustReq(t, "http://api.test/x"))
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, 1, re.Attempts)
+		assert.ErrorIs(t, err, ErrCircuitOpen)
+		assert.ErrorIs(t, err, gobreaker.ErrOpenState)
+	})
+}
+
+// sleepyRT takes d to answer.
+type sleepyRT struct {
+	http.RoundTripper
+	d time.Duration
+}
+
+func (s *sleepyRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	time.Sleep(s.d)
+	return s.RoundTripper.RoundTrip(req)
+}

@@ -1,0 +1,134 @@
+package headway
+
+import (
+	"sync"
+	"time"
+)
+
+// BudgetOptions bounds the retries of a key to a share of its recent
+// requests, as Finagle's RetryBudget and Envoy's retry_budget do: when a
+// service fails, retries then add at most that share to its load instead of
+// multiplying it by MaxAttempts. The zero value means the defaults.
+//
+// A retry is allowed while the retries of the last Window, this one
+// included, are at most Ratio times the requests of the Window (first
+// attempts only) plus MinPerSecond times the Window's length in seconds.
+// The floor lets a key with little traffic retry at all.
+type BudgetOptions struct {
+	// Ratio is the share of requests that may be retried: 0.2 (the
+	// default) allows one retry per five requests.
+	Ratio float64
+
+	// Window is the span over which requests and retries are counted, in
+	// ten buckets: the counts of a bucket are forgotten Window after it
+	// began. The default is 10 seconds.
+	Window time.Duration
+
+	// MinPerSecond is the floor: this many retries a second, averaged over
+	// the Window, are allowed whatever the traffic. The default is 1 (ten
+	// retries per 10-second window); a negative value means no floor.
+	MinPerSecond float64
+
+	// Disable turns the budget off: retries are bounded only by
+	// RetryOptions.MaxAttempts and MaxElapsed.
+	Disable bool
+}
+
+// Defaults of BudgetOptions.
+const (
+	DefaultBudgetRatio        = 0.2
+	DefaultBudgetWindow       = 10 * time.Second
+	DefaultBudgetMinPerSecond = 1.0
+)
+
+const budgetBuckets = 10
+
+// retryBudget counts the requests and retries of one key over a sliding
+// window of budgetBuckets buckets: O(1) memory, whatever the traffic. Time
+// is a parameter of every method. A nil *retryBudget allows every retry.
+// It is safe for concurrent use.
+type retryBudget struct {
+	ratio float64
+	floor float64 // retries allowed per window whatever the traffic
+	width time.Duration
+	epoch time.Time
+
+	mu      sync.Mutex
+	buckets [budgetBuckets]budgetBucket
+}
+
+type budgetBucket struct {
+	idx               int64 // which bucket of time this is: its start / width
+	requests, retries int64
+}
+
+// newRetryBudget returns the budget o describes, its clock starting at
+// now, or nil when o disables it.
+func newRetryBudget(o BudgetOptions, now time.Time) *retryBudget {
+	if o.Disable {
+		return nil
+	}
+	if o.Ratio <= 0 {
+		o.Ratio = DefaultBudgetRatio
+	}
+	if o.Window <= 0 {
+		o.Window = DefaultBudgetWindow
+	}
+	switch {
+	case o.MinPerSecond == 0:
+		o.MinPerSecond = DefaultBudgetMinPerSecond
+	case o.MinPerSecond < 0:
+		o.MinPerSecond = 0
+	}
+	return &retryBudget{
+		ratio: o.Ratio,
+		floor: o.MinPerSecond * o.Window.Seconds(),
+		width: max(o.Window/budgetBuckets, 1),
+		epoch: now,
+	}
+}
+
+// bucket returns the bucket of now, emptied if it last held an older one.
+// b.mu must be held.
+func (b *retryBudget) bucket(now time.Time) (*budgetBucket, int64) {
+	idx := int64(now.Sub(b.epoch) / b.width)
+	bk := &b.buckets[uint64(idx)%budgetBuckets]
+	if bk.idx != idx {
+		*bk = budgetBucket{idx: idx}
+	}
+	return bk, idx
+}
+
+// deposit records a request's first attempt at now.
+func (b *retryBudget) deposit(now time.Time) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	bk, _ := b.bucket(now)
+	bk.requests++
+	b.mu.Unlock()
+}
+
+// withdraw reports whether a retry at now fits in the budget, and records
+// it if it does.
+func (b *retryBudget) withdraw(now time.Time) bool {
+	if b == nil {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bk, idx := b.bucket(now)
+	var requests, retries int64
+	for i := range b.buckets {
+		if c := &b.buckets[i]; c.idx > idx-budgetBuckets && c.idx <= idx {
+			requests += c.requests
+			retries += c.retries
+		}
+	}
+	if float64(retries+1) > b.ratio*float64(requests)+b.floor {
+		return false
+	}
+	bk.retries++
+	return true
+}
