@@ -453,7 +453,7 @@ func TestDrainAndClose(t *testing.T) {
 	drainAndClose(&http.Response{})
 }
 
-// step is one answer of a scriptRT: a status with header fields, or an
+// step is one answer of a stepRT: a status with header fields, or an
 // error.
 type step struct {
 	status int
@@ -461,9 +461,9 @@ type step struct {
 	err    error
 }
 
-// scriptRT answers with its steps in turn (the last one for ever after),
+// stepRT answers with its steps in turn (the last one for ever after),
 // and records each request body it got and when.
-type scriptRT struct {
+type stepRT struct {
 	mu     sync.Mutex
 	steps  []step
 	n      int
@@ -472,7 +472,7 @@ type scriptRT struct {
 	resps  []*sizedBody
 }
 
-func (s *scriptRT) RoundTrip(req *http.Request) (*http.Response, error) {
+func (s *stepRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	var body string
 	if req.Body != nil {
 		b, _ := io.ReadAll(req.Body)
@@ -553,7 +553,7 @@ func doRetries(base http.RoundTripper, p *retryPolicy, budget *retryBudget, br *
 
 func TestRetryLoopReturnsTheLastResponse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &scriptRT{steps: []step{{status: 503}, {err: errReset}, {status: 502}, {status: 503, kv: []string{"Retry-After", "9"}}}}
+		base := &stepRT{steps: []step{{status: 503}, {err: errReset}, {status: 502}, {status: 503, kv: []string{"Retry-After", "9"}}}}
 		p := newRetryPolicy(RetryOptions{})
 		req, body := newUnknownLenReq(t, "the payload")
 		req.Method = http.MethodPut
@@ -583,7 +583,7 @@ func TestRetryLoopReturnsTheLastResponse(t *testing.T) {
 
 func TestRetryLoopTransportErrorComesBackWrapped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &scriptRT{steps: []step{{err: errReset}}}
+		base := &stepRT{steps: []step{{err: errReset}}}
 		resp, err := doRetries(base, newRetryPolicy(RetryOptions{MaxAttempts: 3}), nil, nil, mustReq(t, "http://api.test/x"))
 		assert.Nil(t, resp)
 		var re *RetryError
@@ -596,7 +596,7 @@ func TestRetryLoopTransportErrorComesBackWrapped(t *testing.T) {
 
 func TestRetryLoopHonoursTheServersWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &scriptRT{steps: []step{{status: 429, kv: []string{"Retry-After", "5"}}, {status: 200}}}
+		base := &stepRT{steps: []step{{status: 429, kv: []string{"Retry-After", "5"}}, {status: 200}}}
 		req, body := newBodyReq(t, "http://api.test/x") // a POST: 429 is retried
 		start := time.Now()
 		resp, err := doRetries(base, newRetryPolicy(RetryOptions{}), nil, nil, req)
@@ -611,7 +611,7 @@ func TestRetryLoopHonoursTheServersWait(t *testing.T) {
 
 func TestRetryLoopOverLimitBodyIsSentOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &scriptRT{steps: []step{{status: 503}}}
+		base := &stepRT{steps: []step{{status: 503}}}
 		payload := strings.Repeat("z", 100)
 		req, body := newUnknownLenReq(t, payload)
 		req.Method = http.MethodPut
@@ -625,7 +625,7 @@ func TestRetryLoopOverLimitBodyIsSentOnce(t *testing.T) {
 
 func TestRetryLoopPostIsNotRetriedOnA502(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &scriptRT{steps: []step{{status: 502}, {status: 200}}}
+		base := &stepRT{steps: []step{{status: 502}, {status: 200}}}
 		req, body := newBodyReq(t, "http://api.test/x")
 		resp, err := doRetries(base, newRetryPolicy(RetryOptions{}), nil, nil, req)
 		require.NoError(t, err)
@@ -638,7 +638,7 @@ func TestRetryLoopPostIsNotRetriedOnA502(t *testing.T) {
 
 func TestRetryLoopCancelledWhileWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &scriptRT{steps: []step{{status: 503, kv: []string{"Retry-After", "60"}}}}
+		base := &stepRT{steps: []step{{status: 503, kv: []string{"Retry-After", "60"}}}}
 		ctx, cancel := context.WithCancel(context.Background())
 		req, body := newBodyReq(t, "http://api.test/x")
 		req.Method = http.MethodPut
@@ -653,7 +653,7 @@ func TestRetryLoopCancelledWhileWaiting(t *testing.T) {
 }
 
 func TestRetryLoopBufferReadErrorFailsUnsent(t *testing.T) {
-	base := &scriptRT{steps: []step{{status: 200}}}
+	base := &stepRT{steps: []step{{status: 200}}}
 	req, body := newUnknownLenReq(t, "abc")
 	body.err = errors.New("disk on fire")
 	_, err := doRetries(base, newRetryPolicy(RetryOptions{}), nil, nil, req)

@@ -355,7 +355,7 @@ func TestBreakerDefaults(t *testing.T) {
 
 func TestRetryLoopWithTheBreaker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &scriptRT{steps: []step{{status: 503}}}
+		base := &stepRT{steps: []step{{status: 503}}}
 		br := newBreaker("k", BreakerSettings{ConsecutiveFailures: 3})
 		p := newRetryPolicy(RetryOptions{MaxAttempts: 10})
 		resp, err := doRetries(base, p, nil, br, mustReq(t, "http://api.test/x"))
@@ -372,7 +372,7 @@ func TestRetryLoopWithTheBreaker(t *testing.T) {
 
 		// Opened by another request between two attempts: the retry fails
 		// at once, wrapped with the attempts made.
-		base2 := &scriptRT{steps: []step{{status: 502}}}
+		base2 := &stepRT{steps: []step{{status: 502}}}
 		br2 := newBreaker("k2", BreakerSettings{ConsecutiveFailures: 2})
 		p.rand = func(n int64) int64 { return n - 1 } // wait 500ms before the retry
 		go func() {
