@@ -147,7 +147,7 @@ func TestGivingUpAfterTheThrottleAttempts(t *testing.T) {
 		rt := &scriptRT{script: func(int, *http.Request) (int, http.Header) {
 			return 429, hdr("Retry-After", "1")
 		}}
-		tr := New(rt, WithLimit(PerSecond(100)), WithThrottleAttempts(3))
+		tr := New(rt, WithLimit(PerSecond(100)), WithRetry(RetryOptions{MaxAttempts: 3}))
 		resp := get(t, tr, "http://api.test/")
 		assert.Equal(t, 429, resp.StatusCode)
 		log := rt.log()
@@ -164,7 +164,7 @@ func TestAGlobalScopePausesEveryKeyOfTheHost(t *testing.T) {
 			}
 			return 200, nil
 		}}
-		tr := New(rt, WithKey(KeyByPath), WithLimit(PerSecond(100)), WithThrottleAttempts(1))
+		tr := New(rt, WithKey(KeyByPath), WithLimit(PerSecond(100)), WithRetry(RetryOptions{MaxAttempts: 1}))
 		assert.Equal(t, 429, get(t, tr, "http://api.test/a").StatusCode)
 		get(t, tr, "http://api.test/b")
 		get(t, tr, "http://other.test/c")
@@ -196,8 +196,8 @@ func TestARequestThatCannotBeReplayedIsNotRetried(t *testing.T) {
 		rt := &scriptRT{script: func(int, *http.Request) (int, http.Header) {
 			return 429, hdr("Retry-After", "1")
 		}}
-		tr := New(rt, WithLimit(PerSecond(100)))
-		body := &closeCounter{Reader: strings.NewReader("once")}
+		tr := New(rt, WithLimit(PerSecond(100)), WithRetry(RetryOptions{MaxBufferedBody: 3}))
+		body := &closeCounter{Reader: strings.NewReader("once")} // above the buffer
 		req, err := http.NewRequest(http.MethodPost, "http://api.test/", body)
 		require.NoError(t, err)
 		req.GetBody = nil
@@ -208,13 +208,24 @@ func TestARequestThatCannotBeReplayedIsNotRetried(t *testing.T) {
 		assert.Len(t, rt.log(), 1)
 		assert.EqualValues(t, 1, body.closes.Load())
 
-		// With GetBody it is sent again, each time with a fresh body.
+		// A body that fits the buffer is sent again, and so is one with
+		// GetBody, each time with a fresh body.
+		body = &closeCounter{Reader: strings.NewReader("ok")}
+		req, err = http.NewRequest(http.MethodPost, "http://api.test/", body)
+		require.NoError(t, err)
+		req.GetBody = nil
+		resp, err = tr.RoundTrip(req)
+		require.NoError(t, err)
+		drain(resp)
+		assert.Len(t, rt.log(), 1+DefaultMaxAttempts)
+		assert.EqualValues(t, 1, body.closes.Load())
+
 		req, err = http.NewRequest(http.MethodPost, "http://api.test/", strings.NewReader("again"))
 		require.NoError(t, err)
 		resp, err = tr.RoundTrip(req)
 		require.NoError(t, err)
 		drain(resp)
-		assert.Len(t, rt.log(), 1+DefaultThrottleAttempts)
+		assert.Len(t, rt.log(), 1+2*DefaultMaxAttempts)
 	})
 }
 

@@ -400,8 +400,8 @@ type retrier struct {
 }
 
 // newRetrier starts the retries of req at now: it prepares the body for
-// replay (reading it into memory if it must, see replayer) and deposits the
-// request in budget (which may be nil). When the body cannot be read it is
+// replay (reading it into memory if it must, see replayer). The caller
+// deposits the request in the budget (which may be nil). When the body cannot be read it is
 // closed and the error returned: the request must fail with it, unsent.
 func (p *retryPolicy) newRetrier(req *http.Request, budget *retryBudget, now time.Time) (*retrier, error) {
 	limit := p.maxBody
@@ -412,9 +412,7 @@ func (p *retryPolicy) newRetrier(req *http.Request, budget *retryBudget, now tim
 	if err != nil {
 		return nil, err
 	}
-	r := &retrier{p: p, req: req, rp: rp, budget: budget, start: now, clock: clockAt{now}}
-	budget.deposit(now)
-	return r, nil
+	return &retrier{p: p, req: req, rp: rp, budget: budget, start: now, clock: clockAt{now}}, nil
 }
 
 // initBackoff makes the request's backoff, at its first retry: a request

@@ -252,6 +252,7 @@ func newTestRetrier(t *testing.T, o RetryOptions, rnd func(int64) int64, req *ht
 	}
 	r, err := p.newRetrier(req, budget, now)
 	require.NoError(t, err)
+	budget.deposit(now)
 	return r
 }
 
@@ -504,6 +505,7 @@ func (s *stepRT) RoundTrip(req *http.Request) (*http.Response, error) {
 func doRetries(base http.RoundTripper, p *retryPolicy, budget *retryBudget, br *breaker, req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	r, err := p.newRetrier(req, budget, time.Now())
+	budget.deposit(time.Now())
 	if err != nil {
 		return nil, err // the body is closed
 	}
@@ -675,6 +677,7 @@ func BenchmarkRetrierFirstAttemptSucceeds(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			r, err := p.newRetrier(req, budget, t0)
+			budget.deposit(t0)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -25,18 +25,33 @@ type config struct {
 	maxInFlight int
 	queue       QueueOptions
 
-	dialects         []Dialect
-	maxRetryAfter    time.Duration
-	throttleAttempts int
-	spread           bool
+	dialects      []Dialect
+	maxRetryAfter time.Duration
+	spread        bool
+	retry         RetryOptions
+	breaker       *BreakerSettings
 }
 
-// DefaultThrottleAttempts is how many times in all a request is sent when
-// it keeps being throttled, unless WithThrottleAttempts says otherwise.
-const DefaultThrottleAttempts = 4
-
 func defaultConfig() config {
-	return config{keyFunc: KeyByHost, maxRetryAfter: DefaultMaxWait, throttleAttempts: DefaultThrottleAttempts}
+	return config{keyFunc: KeyByHost, maxRetryAfter: DefaultMaxWait}
+}
+
+// WithRetry sets how failed and throttled requests are sent again. By
+// default (the zero RetryOptions) a request is sent up to 4 times: a
+// throttled one when its key's pause ends, ahead of new work; a 502, 503 or
+// 504 or a transport error, for an idempotent request, after a jittered
+// exponential backoff; within a budget of 20% of the key's recent requests.
+// MaxAttempts 1 turns retries off. See RetryOptions.
+func WithRetry(o RetryOptions) Option {
+	return optionFunc(func(c *config) { c.retry = o })
+}
+
+// WithBreaker gives every key a circuit breaker: when a key's server keeps
+// failing (5xx, transport errors), its requests fail at once with a
+// *CircuitOpenError, queued ones included, until a probe gets through. By
+// default there is none. See BreakerSettings.
+func WithBreaker(s BreakerSettings) Option {
+	return optionFunc(func(c *config) { c.breaker = &s })
 }
 
 // WithMaxRetryAfter sets the longest wait a throttled response may name
@@ -49,14 +64,6 @@ func WithMaxRetryAfter(d time.Duration) Option {
 			c.maxRetryAfter = d
 		}
 	})
-}
-
-// WithThrottleAttempts sets how many times in all a throttled request is
-// sent before its last throttled response goes back to the caller. 1 turns
-// the retry of throttled requests off. The default is
-// DefaultThrottleAttempts.
-func WithThrottleAttempts(n int) Option {
-	return optionFunc(func(c *config) { c.throttleAttempts = max(n, 1) })
 }
 
 // WithDialects sets the rate-limit dialects read from responses, in place

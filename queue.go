@@ -2,6 +2,7 @@ package headway
 
 import (
 	"context"
+	"github.com/sony/gobreaker/v2"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,7 @@ type waiter struct {
 	seq        uint64 // its departure's number, once admitted
 	at         int64  // when it was free to leave, once admitted
 	admitted   bool
+	err        error // why it failed in the queue, instead of being admitted
 }
 
 // waitList is an intrusive FIFO of waiters, so that a cancelled waiter
@@ -100,12 +102,14 @@ type keyState struct {
 
 	mu       sync.Mutex
 	pacer    pacer
-	model    serverModel // what the server says is left
-	aimd     aimd        // the pace learned from bare throttles
-	aimdB    bucket      // aimd's pace, as a bucket of burst 1
-	sent     uint64      // departures so far; the last one's number
-	firstAt  int64       // when the first departure left
-	probing  atomic.Bool // no limit is set and no response has come yet
+	model    serverModel  // what the server says is left
+	aimd     aimd         // the pace learned from bare throttles
+	aimdB    bucket       // aimd's pace, as a bucket of burst 1
+	sent     uint64       // departures so far; the last one's number
+	firstAt  int64        // when the first departure left
+	probing  atomic.Bool  // no limit is set and no response has come yet
+	budget   *retryBudget // nil when budgets are off
+	br       *breaker     // nil without WithBreaker
 	queue    waitList
 	inflight int
 	freedAt  int64 // when a full in-flight set last had a slot again
@@ -237,7 +241,7 @@ func (k *keyState) wait(ctx context.Context, w *waiter) error {
 	}
 	select {
 	case <-w.ready:
-		return nil
+		return w.err
 	case <-ctx.Done():
 		k.abandon(w)
 		return ctx.Err()
@@ -409,4 +413,28 @@ func (k *keyState) ceiling() float64 {
 		}
 	}
 	return c
+}
+
+// failWaiters fails every request waiting on k with err, at once: an open
+// breaker does not keep them waiting behind it.
+func (k *keyState) failWaiters(err error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for w := k.queue.head; w != nil; w = k.queue.head {
+		k.queue.remove(w)
+		w.err = err
+		w.ready <- struct{}{}
+	}
+	k.disarm()
+}
+
+// watchBreaker wraps the outcome callback of a request on k so that the
+// failure that opens k's breaker also fails the requests queued behind it.
+func (k *keyState) watchBreaker(done func(outcome)) func(outcome) {
+	return func(o outcome) {
+		done(o)
+		if o == outcomeFailure && k.br.state() == BreakerOpen {
+			k.failWaiters(k.br.openError(gobreaker.ErrOpenState, time.Now()))
+		}
+	}
 }

@@ -23,6 +23,7 @@ type Transport struct {
 	base   http.RoundTripper
 	cfg    config
 	parser SignalParser
+	retry  *retryPolicy
 	keys   keyTable
 	hosts  hostTable
 	epoch  time.Time
@@ -53,6 +54,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	}
 	t := &Transport{base: base, cfg: cfg, epoch: time.Now()}
 	t.parser = SignalParser{Dialects: cfg.dialects, MaxWait: cfg.maxRetryAfter}
+	t.retry = newRetryPolicy(cfg.retry)
 	t.keys.seed = maphash.MakeSeed()
 	return t
 }
@@ -94,57 +96,145 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	key := t.cfg.keyFunc(req)
 	ctx := req.Context()
-	out := req              // what this attempt sends
-	var last *http.Response // the last throttled response, when retrying
-	for attempt := 1; ; attempt++ {
-		k, dep, err := t.acquire(ctx, key, req, cost, attempt > 1)
-		if err != nil {
-			if attempt == 1 {
-				closeBody(req)
-				return nil, err
-			}
-			if ctx.Err() != nil {
-				last.Body.Close()
-				return nil, err
-			}
-			return last, nil // no retry in time: the throttled response is the answer
+	var (
+		r    *retrier       // the retries; made up front only for a body
+		last *http.Response // the last response, kept while its retry waits
+	)
+	if req.Body != nil && req.Body != http.NoBody && t.retry.maxAttempts > 1 {
+		var err error
+		if r, err = t.retry.newRetrier(req, nil, time.Now()); err != nil {
+			return nil, err // the body is closed
 		}
-		if attempt > 1 {
-			if out, err = retryRequest(req); err != nil {
-				k.release()
-				return last, nil
+		defer r.close()
+	}
+	for attempt := 1; ; attempt++ {
+		k, dep, done, err := t.admit(ctx, key, req, cost, attempt > 1)
+		if err != nil {
+			switch {
+			case attempt == 1 && r == nil:
+				closeBody(req)
+			case last != nil && ctx.Err() == nil:
+				return last, nil // no retry in time: the last response is the answer
+			case last != nil:
+				last.Body.Close()
 			}
+			if attempt > 1 {
+				err = r.fail(err)
+			}
+			return nil, err
+		}
+		if attempt == 1 {
+			k.budget.deposit(t.wall(dep.at))
+		}
+		out := req
+		if r != nil {
+			if out, err = r.attempt(); err != nil {
+				done(outcomeExcluded)
+				k.release()
+				if last != nil {
+					return last, nil
+				}
+				return nil, r.fail(err)
+			}
+		}
+		if last != nil {
 			last.Body.Close()
+			last = nil
 		}
 		resp, err := t.base.RoundTrip(out)
+		done(classify(resp, err, ctx.Err()))
+		var sig Signal
 		if err != nil {
 			k.endProbe()
 			k.release()
-			return nil, err
-		}
-		sig := t.observe(k, dep, resp)
-		if sig.Throttled {
-			t.stats.throttled.Add(1)
-			if t.retryThrottled(ctx, req, resp, attempt, &sig) {
-				if last = buffer(resp, maxBufferedThrottle); last != nil {
-					t.stats.retries.Add(1)
-					k.release()
-					continue
-				}
+		} else {
+			sig = t.observe(k, dep, resp)
+			if !sig.Throttled && resp.StatusCode < 400 && t.retry.check == nil {
+				return t.track(k, resp), nil // the common case: nothing to retry
+			}
+			if sig.Throttled {
+				t.stats.throttled.Add(1)
 			}
 		}
-		return t.track(k, resp), nil
+		if r == nil {
+			r, _ = t.retry.newRetrier(req, nil, time.Now()) // no body: cannot fail
+		}
+		r.budget = k.budget
+		delay, again := r.next(resp, err, sig, time.Now())
+		if again && k.br != nil && k.br.state() == BreakerOpen {
+			again = false // the attempt that opened the breaker is the answer
+		}
+		if !again {
+			if err != nil {
+				return nil, r.fail(err)
+			}
+			return t.track(k, resp), nil
+		}
+		t.stats.retries.Add(1)
+		if err == nil {
+			if last = buffer(resp, maxBufferedThrottle); last == nil {
+				drainAndClose(resp)
+			}
+			k.release()
+		}
+		if sig.Throttled {
+			// The key's pause and pace say when it goes again: a retry
+			// queues ahead of new work as soon as they allow it.
+			delay = 0
+		}
+		if err := sleep(ctx, delay); err != nil {
+			if last != nil {
+				last.Body.Close()
+			}
+			return nil, r.fail(err)
+		}
 	}
 }
 
-// acquire finds the key's state and waits there for a slot.
-func (t *Transport) acquire(ctx context.Context, key string, req *http.Request, cost int64, front bool) (*keyState, departure, error) {
+// noDone is the breaker outcome callback of a key without a breaker.
+var noDone = func(outcome) {}
+
+// admit finds the key's state, asks its breaker, if any, and waits in its
+// queue for a slot. done must be called with the outcome of the request,
+// which is sent at once.
+func (t *Transport) admit(ctx context.Context, key string, req *http.Request, cost int64, front bool) (*keyState, departure, func(outcome), error) {
 	for {
 		k := t.keys.get(key, t, req)
-		dep, err := k.acquire(ctx, cost, front)
-		if err != errEvicted {
-			return k, dep, err
+		done := noDone
+		if k.br != nil {
+			var err error
+			if done, err = k.br.allow(time.Now()); err != nil {
+				return nil, departure{}, nil, err
+			}
 		}
+		dep, err := k.acquire(ctx, cost, front)
+		switch {
+		case err == errEvicted:
+			done(outcomeExcluded)
+			continue
+		case err != nil:
+			done(outcomeExcluded)
+			return nil, departure{}, nil, err
+		}
+		if k.br != nil {
+			done = k.watchBreaker(done)
+		}
+		return k, dep, done, nil
+	}
+}
+
+// sleep waits for d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -178,21 +268,6 @@ func (t *Transport) observe(k *keyState, dep departure, resp *http.Response) Sig
 // wall converts a time on the pacer's clock to the wall clock.
 func (t *Transport) wall(ns int64) time.Time { return t.epoch.Add(time.Duration(ns)) }
 
-// retryThrottled decides whether the throttled response resp to req, on
-// the given attempt, is retried after its key's pause.
-func (t *Transport) retryThrottled(ctx context.Context, req *http.Request, resp *http.Response, attempt int, sig *Signal) bool {
-	if !sig.Retryable || sig.TooLong || attempt >= t.cfg.throttleAttempts || !replayable(req) {
-		return false
-	}
-	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusForbidden && !idempotent(req) {
-		return false // a 503 may have been processed: only 429 and 403 limits were not
-	}
-	if dl, ok := ctx.Deadline(); ok && sig.HasWait && time.Now().Add(sig.Wait).After(dl) {
-		return false
-	}
-	return true
-}
-
 // track returns resp, with its body set to give back its request's
 // in-flight slot when read to the end or closed.
 func (t *Transport) track(k *keyState, resp *http.Response) *http.Response {
@@ -217,6 +292,10 @@ func (t *Transport) newKey(req *http.Request) *keyState {
 	lims := t.cfg.limitsFor(req)
 	k := &keyState{t: t, lims: lims, pacer: newPacer(lims), hostName: req.URL.Host}
 	k.host = t.hosts.get(k.hostName)
+	k.budget = t.retry.newBudget(time.Now())
+	if t.cfg.breaker != nil {
+		k.br = newBreaker(k.hostName, *t.cfg.breaker)
+	}
 	k.probing.Store(len(lims) == 0)
 	k.model.spread = t.cfg.spread
 	return k

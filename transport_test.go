@@ -344,12 +344,15 @@ func TestMaxInFlightPerKey(t *testing.T) {
 func TestMaxInFlightReleasesOnBaseError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		stub := &stubRT{err: errBase}
-		tr := New(stub, WithMaxInFlight(1))
+		tr := New(stub, WithMaxInFlight(1), WithRetry(RetryOptions{MaxAttempts: 2}))
 		for range 3 {
 			_, err := tr.RoundTrip(mustReq(t, "http://api.test/"))
 			assert.ErrorIs(t, err, errBase)
+			var re *RetryError
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, 2, re.Attempts)
 		}
-		assert.Equal(t, 3, stub.count())
+		assert.Equal(t, 6, stub.count())
 	})
 }
 
