@@ -58,7 +58,8 @@ type summary struct {
 	Rate        float64 // achieved after the initial burst, per second
 	Limit       int     // per second
 	TooMany     int64   // 429s received
-	Retries     int64
+	Retries     int64 // requests headway sent again, and records the export sent again
+	Throttled   int64 // throttled responses headway received
 	ServerStats *serverStats // nil when the server gave none
 }
 
@@ -115,16 +116,14 @@ func run(ctx context.Context, cfg config, progressOut io.Writer) (summary, error
 	limit := headway.PerSecond(cfg.rate).WithBurst(max(cfg.burst-1, 1))
 	httpTransport := http.DefaultTransport.(*http.Transport).Clone()
 	httpTransport.MaxIdleConnsPerHost = cfg.workers
-	client := &http.Client{
-		Transport: headway.New(httpTransport, headway.WithLimit(limit)),
-		Timeout:   time.Minute,
-	}
+	hw := headway.New(httpTransport, headway.WithLimit(limit))
+	client := &http.Client{Transport: hw, Timeout: time.Minute}
 	defer httpTransport.CloseIdleConnections()
 
 	before, _ := fetchStats(ctx, client, base)
 	bar := newProgress(cfg, progressOut)
 	var (
-		tooMany, retries, failed atomic.Int64
+		retries, failed atomic.Int64
 		mu                       sync.Mutex
 		first, last              time.Time
 		sent                     int
@@ -153,9 +152,6 @@ func run(ctx context.Context, cfg config, progressOut io.Writer) (summary, error
 			if err == nil {
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
-				if resp.StatusCode == http.StatusTooManyRequests {
-					tooMany.Add(1)
-				}
 				if resp.StatusCode < 300 {
 					record(time.Now())
 					return
@@ -197,8 +193,8 @@ feed:
 		Failed:  failed.Load(),
 		Elapsed: time.Since(start),
 		Limit:   cfg.rate,
-		TooMany: tooMany.Load(),
-		Retries: retries.Load(),
+		TooMany: hw.Stats().Throttled, // every throttled response, retried or not
+		Retries: retries.Load() + hw.Stats().Retries,
 	}
 	// The rate after the initial burst: the requests after the burst over
 	// the time between the first and the last response.
