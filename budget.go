@@ -2,6 +2,7 @@ package headway
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -58,8 +59,9 @@ type retryBudget struct {
 }
 
 type budgetBucket struct {
-	idx               int64 // which bucket of time this is: its start / width
-	requests, retries int64
+	idx      atomic.Int64 // which bucket of time this is: its start / width
+	requests atomic.Int64 // added to without the lock, on every request
+	retries  int64
 }
 
 // newRetryBudget returns the budget o describes, its clock starting at
@@ -93,21 +95,36 @@ func newRetryBudget(o BudgetOptions, now time.Time) *retryBudget {
 func (b *retryBudget) bucket(now time.Time) (*budgetBucket, int64) {
 	idx := int64(now.Sub(b.epoch) / b.width)
 	bk := &b.buckets[uint64(idx)%budgetBuckets]
-	if bk.idx != idx {
-		*bk = budgetBucket{idx: idx}
+	if bk.idx.Load() != idx {
+		bk.requests.Store(0)
+		bk.retries = 0
+		bk.idx.Store(idx)
 	}
 	return bk, idx
 }
 
-// deposit records a request's first attempt at now.
+// deposit records a request's first attempt at now. It takes the lock only
+// when the window moves on to a new bucket: it runs on every request.
 func (b *retryBudget) deposit(now time.Time) {
+	if b != nil {
+		b.depositAt(now.Sub(b.epoch))
+	}
+}
+
+// depositAt is deposit at the time since the budget's epoch, for callers
+// that keep their own clock from the same epoch.
+func (b *retryBudget) depositAt(since time.Duration) {
 	if b == nil {
 		return
 	}
-	b.mu.Lock()
-	bk, _ := b.bucket(now)
-	bk.requests++
-	b.mu.Unlock()
+	idx := int64(since / b.width)
+	bk := &b.buckets[uint64(idx)%budgetBuckets]
+	if bk.idx.Load() != idx {
+		b.mu.Lock()
+		bk, _ = b.bucket(b.epoch.Add(since))
+		b.mu.Unlock()
+	}
+	bk.requests.Add(1)
 }
 
 // withdraw reports whether a retry at now fits in the budget, and records
@@ -121,8 +138,8 @@ func (b *retryBudget) withdraw(now time.Time) bool {
 	bk, idx := b.bucket(now)
 	var requests, retries int64
 	for i := range b.buckets {
-		if c := &b.buckets[i]; c.idx > idx-budgetBuckets && c.idx <= idx {
-			requests += c.requests
+		if c := &b.buckets[i]; c.idx.Load() > idx-budgetBuckets && c.idx.Load() <= idx {
+			requests += c.requests.Load()
 			retries += c.retries
 		}
 	}

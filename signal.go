@@ -400,6 +400,9 @@ const (
 // response without any costs next to nothing.
 func scanHeader(h http.Header) family {
 	var fam family
+	if len(h) == 0 {
+		return 0
+	}
 	for k := range h {
 		if len(k) < 3 || !firstByte[k[0]] {
 			continue

@@ -124,7 +124,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		if attempt == 1 {
-			k.budget.deposit(t.wall(dep.at))
+			k.budget.depositAt(time.Duration(dep.at)) // the budget's epoch is t's
 		}
 		out := req
 		if r != nil {
@@ -292,7 +292,7 @@ func (t *Transport) newKey(req *http.Request) *keyState {
 	lims := t.cfg.limitsFor(req)
 	k := &keyState{t: t, lims: lims, pacer: newPacer(lims), hostName: req.URL.Host}
 	k.host = t.hosts.get(k.hostName)
-	k.budget = t.retry.newBudget(time.Now())
+	k.budget = t.retry.newBudget(t.epoch)
 	if t.cfg.breaker != nil {
 		k.br = newBreaker(k.hostName, *t.cfg.breaker)
 	}

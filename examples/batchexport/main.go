@@ -55,11 +55,11 @@ type summary struct {
 	Records     int
 	Failed      int64
 	Elapsed     time.Duration
-	Rate        float64 // achieved after the initial burst, per second
-	Limit       int     // per second
-	TooMany     int64   // 429s received
-	Retries     int64 // requests headway sent again, and records the export sent again
-	Throttled   int64 // throttled responses headway received
+	Rate        float64      // achieved after the initial burst, per second
+	Limit       int          // per second
+	TooMany     int64        // 429s received
+	Retries     int64        // requests headway sent again, and records the export sent again
+	Throttled   int64        // throttled responses headway received
 	ServerStats *serverStats // nil when the server gave none
 }
 
@@ -124,9 +124,9 @@ func run(ctx context.Context, cfg config, progressOut io.Writer) (summary, error
 	bar := newProgress(cfg, progressOut)
 	var (
 		retries, failed atomic.Int64
-		mu                       sync.Mutex
-		first, last              time.Time
-		sent                     int
+		mu              sync.Mutex
+		first, last     time.Time
+		sent            int
 	)
 	record := func(at time.Time) {
 		mu.Lock()
