@@ -30,6 +30,7 @@ type config struct {
 	spread        bool
 	retry         RetryOptions
 	breaker       *BreakerSettings
+	shared        SharedQuota
 }
 
 func defaultConfig() config {

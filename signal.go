@@ -308,12 +308,18 @@ func ParseSignal(in *SignalInput) Signal {
 // keys and no allocation.
 func (p *SignalParser) Parse(in *SignalInput) Signal {
 	fam := scanHeader(in.Header)
-	mayLimit := in.Status == http.StatusTooManyRequests || in.Status == http.StatusServiceUnavailable ||
-		in.Status == http.StatusForbidden
-	if fam&^(famAge|famNonCanonical) == 0 && !mayLimit && (p == nil || p.Dialects == nil) {
+	if !p.mayCarry(in.Status, fam) {
 		return Signal{Retryable: true}
 	}
 	return p.parse(in, fam)
+}
+
+// mayCarry reports whether a response with status and the header families
+// fam may say anything: the fast path of Parse says no for most.
+func (p *SignalParser) mayCarry(status int, fam family) bool {
+	mayLimit := status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable ||
+		status == http.StatusForbidden
+	return fam&^(famAge|famNonCanonical) != 0 || mayLimit || (p != nil && p.Dialects != nil)
 }
 
 // parse is the slow path of Parse, kept apart so that the fast path stays

@@ -142,13 +142,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			last = nil
 		}
 		resp, err := t.base.RoundTrip(out)
-		done(classify(resp, err, ctx.Err()))
+		if k.br != nil {
+			done(classify(resp, err, ctx.Err()))
+		}
 		var sig Signal
 		if err != nil {
 			k.endProbe()
 			k.release()
 		} else {
 			sig = t.observe(k, dep, resp)
+			t.pauseShared(ctx, key, &sig)
 			if !sig.Throttled && resp.StatusCode < 400 && t.retry.check == nil {
 				return t.track(k, resp), nil // the common case: nothing to retry
 			}
@@ -216,6 +219,11 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			done(outcomeExcluded)
 			return nil, departure{}, nil, err
 		}
+		if err := t.reserveShared(ctx, key, k, cost); err != nil {
+			done(outcomeExcluded)
+			k.release()
+			return nil, departure{}, nil, err
+		}
 		if k.br != nil {
 			done = k.watchBreaker(done)
 		}
@@ -242,6 +250,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 // its key's rate limit, and tells the key. A response that says nothing
 // costs no lock and no clock reading.
 func (t *Transport) observe(k *keyState, dep departure, resp *http.Response) Signal {
+	fam := scanHeader(resp.Header)
+	if !t.parser.mayCarry(resp.StatusCode, fam) {
+		k.endProbe()
+		return Signal{Retryable: true}
+	}
 	in := SignalInput{Status: resp.StatusCode, Header: resp.Header}
 	if resp.StatusCode >= 400 {
 		in.Body = peek(resp, maxPeek)
@@ -250,7 +263,7 @@ func (t *Transport) observe(k *keyState, dep departure, resp *http.Response) Sig
 		in.Now = time.Now()
 		in.ServerNow = in.Now.Add(off)
 	}
-	sig := t.parser.Parse(&in)
+	sig := t.parser.parse(&in, fam)
 	if !sig.Throttled && !sig.HasWait && !sig.HasRemaining && sig.Limit == 0 {
 		k.endProbe()
 		return sig

@@ -1,0 +1,65 @@
+package headway
+
+import (
+	"context"
+	"time"
+)
+
+// A SharedQuota makes the pacing decisions of keys that must hold beyond one
+// Transport: several processes calling one API with one token share one
+// quota, and one pause, through it. Package sharedquota implements it over
+// Redis; WithSharedQuota hands one to a Transport.
+//
+// The Transport still queues each request in its own process first (its
+// queue, in-flight bound and local limits apply as they do without a
+// SharedQuota), then asks the SharedQuota when the request may leave.
+//
+// Implementations must be safe for concurrent use, and must answer quickly
+// or fail: a Transport never waits on a SharedQuota longer than the
+// request's context allows.
+type SharedQuota interface {
+	// Reserve spends cost units of each of limits for one request on key,
+	// in every process at once, and returns how long from now the request
+	// must wait before it leaves. The units are spent whether or not the
+	// caller waits. An error fails the request unsent, unless the
+	// implementation chose to fail open (return 0, nil) instead.
+	Reserve(ctx context.Context, key string, limits []Limit, cost int) (time.Duration, error)
+
+	// Pause makes every process wait d from now before its next request on
+	// key. A shorter pause never cuts a longer one short.
+	Pause(ctx context.Context, key string, d time.Duration) error
+}
+
+// WithSharedQuota makes every key take its pace from q as well as from its
+// own limits, and share its pauses through q. The key given to q is the
+// key of KeyFunc: use one that names the quota (the token, say), the same
+// in every process.
+func WithSharedQuota(q SharedQuota) Option {
+	return optionFunc(func(c *config) { c.shared = q })
+}
+
+// reserveShared asks the shared quota, if any, when a request on k may
+// leave, and waits until then. It fails at once when that wait is longer
+// than the context allows.
+func (t *Transport) reserveShared(ctx context.Context, key string, k *keyState, cost int64) error {
+	q := t.cfg.shared
+	if q == nil {
+		return nil
+	}
+	wait, err := q.Reserve(ctx, key, k.lims, int(cost))
+	if err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
+		return &WaitError{Wait: wait, Allowed: max(time.Until(dl), 0)}
+	}
+	return sleep(ctx, wait)
+}
+
+// pauseShared tells the shared quota, if any, of a pause on key.
+func (t *Transport) pauseShared(ctx context.Context, key string, sig *Signal) {
+	if q := t.cfg.shared; q != nil && sig.Throttled && sig.HasWait && sig.Wait > 0 {
+		// A failure to share the pause leaves it local: nothing to do.
+		_ = q.Pause(context.WithoutCancel(ctx), key, sig.Wait)
+	}
+}

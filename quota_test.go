@@ -1,0 +1,84 @@
+package headway
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// memQuota is a SharedQuota in memory: one GCRA per key at 1 request per
+// second, shared by every Transport that holds it.
+type memQuota struct {
+	mu     sync.Mutex
+	next   map[string]time.Time
+	pauses map[string]time.Duration
+}
+
+func (q *memQuota) Reserve(_ context.Context, key string, _ []Limit, _ int) (time.Duration, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := time.Now()
+	at := now
+	if q.next[key].After(now) {
+		at = q.next[key]
+	}
+	q.next[key] = at.Add(time.Second)
+	return at.Sub(now), nil
+}
+
+func (q *memQuota) Pause(_ context.Context, key string, d time.Duration) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.pauses[key] = d
+	if until := time.Now().Add(d); until.After(q.next[key]) {
+		q.next[key] = until
+	}
+	return nil
+}
+
+func TestASharedQuotaPacesSeveralTransportsAsOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := &memQuota{next: map[string]time.Time{}, pauses: map[string]time.Duration{}}
+		stub := &stubRT{}
+		a := New(stub, WithSharedQuota(q), WithLimit(PerSecond(100)))
+		b := New(stub, WithSharedQuota(q), WithLimit(PerSecond(100)))
+		start := time.Now()
+		var wg sync.WaitGroup
+		for _, tr := range []http.RoundTripper{a, b} {
+			wg.Go(func() { sendAll(t, tr, "http://api.test/", 3, 1) })
+		}
+		wg.Wait()
+		got := offsets(start, stub.times())
+		assert.Equal(t, []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second, 5 * time.Second}, got)
+
+		// A wait past the deadline fails at once.
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		_, err := a.RoundTrip(mustReq(t, "http://api.test/").WithContext(ctx))
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+	})
+}
+
+func TestAThrottleIsSharedAsAPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := &memQuota{next: map[string]time.Time{}, pauses: map[string]time.Duration{}}
+		rt := &scriptRT{script: func(n int, _ *http.Request) (int, http.Header) {
+			if n == 1 {
+				return 429, hdr("Retry-After", "7")
+			}
+			return 200, nil
+		}}
+		a := New(rt, WithSharedQuota(q), WithLimit(PerSecond(100)), WithRetry(RetryOptions{MaxAttempts: 1}))
+		b := New(rt, WithSharedQuota(q), WithLimit(PerSecond(100)))
+		assert.Equal(t, 429, get(t, a, "http://api.test/").StatusCode)
+		require.Equal(t, 7*time.Second, q.pauses["api.test"])
+		get(t, b, "http://api.test/") // another process waits out the pause
+		assert.Equal(t, 7*time.Second, rt.log()[1].at)
+	})
+}
