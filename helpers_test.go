@@ -34,6 +34,11 @@ func (s *stubRT) RoundTrip(req *http.Request) (*http.Response, error) {
 		io.Copy(io.Discard, req.Body)
 		req.Body.Close()
 	}
+	// A request is active from the moment it is sent until its response
+	// body is closed: what the in-flight bound counts.
+	a := s.active.Add(1)
+	for p := s.peak.Load(); a > p && !s.peak.CompareAndSwap(p, a); p = s.peak.Load() {
+	}
 	s.mu.Lock()
 	s.sent = append(s.sent, time.Now())
 	if s.byKey == nil {
@@ -45,10 +50,8 @@ func (s *stubRT) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.onRound(req)
 	}
 	if s.err != nil {
+		s.active.Add(-1)
 		return nil, s.err
-	}
-	a := s.active.Add(1)
-	for p := s.peak.Load(); a > p && !s.peak.CompareAndSwap(p, a); p = s.peak.Load() {
 	}
 	status := s.status
 	if status == 0 {
@@ -77,15 +80,32 @@ func (s *stubRT) count() int {
 type stubBody struct {
 	*strings.Reader
 	s      *stubRT
+	done   atomic.Bool // read to the end or closed
 	closed atomic.Bool
+}
+
+func (b *stubBody) Read(p []byte) (int, error) {
+	n, err := b.Reader.Read(p)
+	if err != nil {
+		b.finish()
+	}
+	return n, err
 }
 
 func (b *stubBody) Close() error {
 	if b.closed.CompareAndSwap(false, true) {
 		b.s.closes.Add(1)
+	}
+	b.finish()
+	return nil
+}
+
+// finish ends the request: what the in-flight bound counts ends when the
+// body is read to the end or closed, whichever comes first.
+func (b *stubBody) finish() {
+	if b.done.CompareAndSwap(false, true) {
 		b.s.active.Add(-1)
 	}
-	return nil
 }
 
 // closeCounter is a request body that counts its Close calls.
