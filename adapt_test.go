@@ -13,28 +13,28 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// scriptRT answers with what its script says, and records when each
+// adaptRT answers with what its script says, and records when each
 // request was sent and to which path.
-type scriptRT struct {
+type adaptRT struct {
 	mu     sync.Mutex
 	n      int
-	sent   []sentReq
+	sent   []adaptSent
 	script func(n int, req *http.Request) (status int, header http.Header)
 }
 
-type sentReq struct {
+type adaptSent struct {
 	at   time.Duration
 	path string
 }
 
-func (s *scriptRT) RoundTrip(req *http.Request) (*http.Response, error) {
+func (s *adaptRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Body != nil {
 		req.Body.Close()
 	}
 	s.mu.Lock()
 	s.n++
 	n := s.n
-	s.sent = append(s.sent, sentReq{at: time.Since(synctestEpoch), path: req.URL.Path})
+	s.sent = append(s.sent, adaptSent{at: time.Since(synctestEpoch), path: req.URL.Path})
 	s.mu.Unlock()
 	status, h := s.script(n, req)
 	if h == nil {
@@ -43,10 +43,10 @@ func (s *scriptRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: req}, nil
 }
 
-func (s *scriptRT) log() []sentReq {
+func (s *adaptRT) log() []adaptSent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]sentReq(nil), s.sent...)
+	return append([]adaptSent(nil), s.sent...)
 }
 
 // synctestEpoch is the start of every synctest bubble's clock.
@@ -70,7 +70,7 @@ func get(t *testing.T, tr http.RoundTripper, url string) *http.Response {
 
 func TestAThrottlePausesTheKeyAndTheThrottledRequestGoesFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := &scriptRT{script: func(n int, _ *http.Request) (int, http.Header) {
+		rt := &adaptRT{script: func(n int, _ *http.Request) (int, http.Header) {
 			if n == 2 {
 				return 429, hdr("Retry-After", "2")
 			}
@@ -88,10 +88,10 @@ func TestAThrottlePausesTheKeyAndTheThrottledRequestGoesFirst(t *testing.T) {
 		wg.Wait()
 		log := rt.log()
 		require.Len(t, log, 6)
-		assert.Equal(t, sentReq{0, "/throttled"}, log[1])
+		assert.Equal(t, adaptSent{0, "/throttled"}, log[1])
 		// Nothing left during the pause, and the throttled request went
 		// again first, ahead of the three that queued behind it.
-		assert.Equal(t, sentReq{2 * time.Second, "/throttled"}, log[2])
+		assert.Equal(t, adaptSent{2 * time.Second, "/throttled"}, log[2])
 		for _, s := range log[3:] {
 			assert.Equal(t, 2*time.Second, s.at, s.path)
 		}
@@ -101,7 +101,7 @@ func TestAThrottlePausesTheKeyAndTheThrottledRequestGoesFirst(t *testing.T) {
 
 func TestAWaitTooLongHandsTheResponseBackAndKeepsTheKeyPaused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := &scriptRT{script: func(n int, _ *http.Request) (int, http.Header) {
+		rt := &adaptRT{script: func(n int, _ *http.Request) (int, http.Header) {
 			if n == 1 {
 				return 429, hdr("Retry-After", "3600")
 			}
@@ -127,7 +127,7 @@ func TestAWaitTooLongHandsTheResponseBackAndKeepsTheKeyPaused(t *testing.T) {
 
 func TestAWaitPastTheDeadlineHandsTheResponseBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := &scriptRT{script: func(int, *http.Request) (int, http.Header) {
+		rt := &adaptRT{script: func(int, *http.Request) (int, http.Header) {
 			return 429, hdr("Retry-After", "5")
 		}}
 		tr := New(rt, WithLimit(PerSecond(100)))
@@ -144,7 +144,7 @@ func TestAWaitPastTheDeadlineHandsTheResponseBack(t *testing.T) {
 
 func TestGivingUpAfterTheThrottleAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := &scriptRT{script: func(int, *http.Request) (int, http.Header) {
+		rt := &adaptRT{script: func(int, *http.Request) (int, http.Header) {
 			return 429, hdr("Retry-After", "1")
 		}}
 		tr := New(rt, WithLimit(PerSecond(100)), WithThrottleAttempts(3))
@@ -158,7 +158,7 @@ func TestGivingUpAfterTheThrottleAttempts(t *testing.T) {
 
 func TestAGlobalScopePausesEveryKeyOfTheHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := &scriptRT{script: func(n int, req *http.Request) (int, http.Header) {
+		rt := &adaptRT{script: func(n int, req *http.Request) (int, http.Header) {
 			if n == 1 {
 				return 429, hdr("Retry-After", "3", "X-Ratelimit-Global", "true")
 			}
@@ -176,7 +176,7 @@ func TestAGlobalScopePausesEveryKeyOfTheHost(t *testing.T) {
 
 func TestQuotaSaidToBeSpentHoldsTheKeyUntilItResets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := &scriptRT{script: func(n int, _ *http.Request) (int, http.Header) {
+		rt := &adaptRT{script: func(n int, _ *http.Request) (int, http.Header) {
 			if n == 1 {
 				return 200, hdr("RateLimit", `"default";r=0;t=5`)
 			}
@@ -193,7 +193,7 @@ func TestQuotaSaidToBeSpentHoldsTheKeyUntilItResets(t *testing.T) {
 
 func TestARequestThatCannotBeReplayedIsNotRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := &scriptRT{script: func(int, *http.Request) (int, http.Header) {
+		rt := &adaptRT{script: func(int, *http.Request) (int, http.Header) {
 			return 429, hdr("Retry-After", "1")
 		}}
 		tr := New(rt, WithLimit(PerSecond(100)))
@@ -220,7 +220,7 @@ func TestARequestThatCannotBeReplayedIsNotRetried(t *testing.T) {
 
 func TestABillingErrorIsNotRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := &scriptRT{script: func(int, *http.Request) (int, http.Header) {
+		rt := &adaptRT{script: func(int, *http.Request) (int, http.Header) {
 			return 429, nil
 		}}
 		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
@@ -241,7 +241,7 @@ func TestBareThrottlesSlowTheKeyDown(t *testing.T) {
 		// else but 429.
 		var mu sync.Mutex
 		var next time.Time
-		rt := &scriptRT{script: func(int, *http.Request) (int, http.Header) {
+		rt := &adaptRT{script: func(int, *http.Request) (int, http.Header) {
 			mu.Lock()
 			defer mu.Unlock()
 			if now := time.Now(); !now.Before(next) {
