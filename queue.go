@@ -189,7 +189,7 @@ func (k *keyState) earliest(now, n, cost int64) int64 {
 // take records a departure at d and returns its number.
 func (k *keyState) take(d, cost int64) uint64 {
 	k.pacer.take(d, cost)
-	k.model.take(d)
+	k.model.take(d, k.sent+1)
 	if k.aimd.active {
 		k.aimdB.interval = k.aimd.interval(d)
 		k.aimdB.tat = satAdd(max(k.aimdB.tat, d), k.aimdB.interval)
