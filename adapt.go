@@ -313,49 +313,90 @@ func (m *serverModel) take(now int64, seq uint64) {
 	}
 }
 
-// aimd adapts a rate to bare throttles: a multiplicative cut on a 429 that
-// names no wait, then a cubic climb back (CUBIC, as in the AWS SDKs'
-// adaptive retry mode), never above ceiling.
+// recent returns the departures n over the second before now, or since
+// since if that is later (the end of a pause, when nothing could leave), and
+// the span in seconds they were counted over, as far as the departures
+// remembered reach. ok is false when that span is too short to say.
+func (m *serverModel) recent(now, since int64) (n, span float64, ok bool) {
+	since = max(since, now-int64(time.Second))
+	if now-since < int64(250*time.Millisecond) {
+		return 0, 0, false
+	}
+	c, oldest := 0, now
+	for i := range m.deps {
+		if r := &m.deps[i]; r.seq != 0 && r.at >= since && r.at <= now {
+			c++
+			oldest = min(oldest, r.at)
+		}
+	}
+	if c == depRing {
+		since = oldest // the ring reaches back less far than the span
+		c--
+	}
+	return float64(c), float64(now-since) / 1e9, true
+}
+
+// aimd adapts a rate to throttles that state no quota: a multiplicative
+// cut on a throttle, then a cubic climb back (CUBIC, as in the AWS SDKs'
+// adaptive retry mode), never above ceiling. The first throttle of a key
+// usually answers a burst and says nothing of the rate the server
+// sustains, so after it the rate doubles every second (slow start) until a
+// second throttle shows where the server's limit is.
 type aimd struct {
-	active   bool
-	rate     float64 // requests per second now
-	wmax     float64 // the rate at the last cut
-	cutAt    int64   // when the last cut happened
-	cutSeq   uint64  // departures sent before the last cut
-	ceiling  float64 // requests per second; 0 means none
-	lastRate float64 // the rate last handed to the bucket
+	active  bool
+	slow    bool    // slow start: no throttle of a paced request yet
+	rate    float64 // requests per second now
+	wmax    float64 // the rate at the last cut
+	cutAt   int64   // when the last cut happened
+	cutSeq  uint64  // departures sent before the last cut
+	ceiling float64 // requests per second; 0 means none
+	burst   float64 // requests the server let through at once, as far as known
 }
 
 const (
-	aimdBeta  = 0.7
-	aimdScale = 0.4 // C of CUBIC, in requests per second per second³
+	// aimdBeta is the share of the rate kept after a cut. A throttle that
+	// names a wait costs the whole wait, so the climb back is slow and
+	// starts high: most of the time is spent just under the limit.
+	aimdBeta = 0.9
+	// aimdK is the time the cubic takes to climb back to the rate at the
+	// last cut, whatever that rate.
+	aimdK     = 12 * time.Second
 	aimdFloor = 0.5 // requests per second
 )
 
-// throttled cuts the rate after a bare throttle of a request sent as
-// departure seq, at now; firstAt is when the key sent its first request.
-// Only a request sent after the last cut can say that the cut rate is still
-// too high, so the rest change nothing.
-func (a *aimd) throttled(now int64, seq, sent uint64, firstAt int64) {
+// throttled cuts the rate after a throttle of a request sent as departure
+// seq, at now. n requests left over the last span seconds (ok false: the
+// span is unknown); afterPause reports that the span began at the end of a
+// pause, when the server's bucket had refilled: then the bucket's size
+// (as the first throttled burst showed it: the requests the server let
+// through at once) went out on top of the rate. Only a request sent after
+// the last cut can say that the cut rate is still too high, so the rest
+// change nothing.
+func (a *aimd) throttled(now int64, seq, sent uint64, n, span float64, ok, afterPause bool) {
 	if a.active && seq <= a.cutSeq {
+		if a.slow && a.burst > 0 {
+			a.burst-- // another of the first burst was throttled
+		}
 		return
 	}
-	measured := a.rate
-	since, from := a.cutAt, a.cutSeq
-	if !a.active {
-		since, from = firstAt, 0
-	}
-	if span := float64(now-since) / 1e9; span > 0 {
-		// What was really sent since the last cut (or since the start),
-		// over at least one second so that a burst does not count as a rate.
-		m := float64(sent-from) / max(span, 1)
-		if !a.active || m < measured {
-			measured = m
+	var measured float64
+	switch {
+	case !a.active:
+		// The first throttle: of a burst, usually. What got through of it
+		// is the bucket's size; its rate says nothing.
+		measured, a.burst = max(float64(sent)/max(span, 1), aimdFloor), float64(sent-1)
+	case ok:
+		if afterPause {
+			n = max(n-a.burst, 1)
 		}
+		measured = min(a.at(now), n/span)
+	default:
+		measured = a.at(now)
 	}
 	if a.ceiling > 0 {
 		measured = min(measured, a.ceiling)
 	}
+	a.slow = !a.active
 	a.active = true
 	a.wmax = max(measured, aimdFloor)
 	a.rate = max(a.wmax*aimdBeta, aimdFloor)
@@ -367,12 +408,20 @@ func (a *aimd) idle(now int64) bool {
 	return !a.active || now-a.cutAt > int64(10*time.Minute)
 }
 
-// at returns the rate at now, on the cubic curve since the last cut.
+// at returns the rate at now: doubling every second since the last cut in
+// slow start, else on the cubic curve since it.
 func (a *aimd) at(now int64) float64 {
 	t := float64(now-a.cutAt) / 1e9
-	k := math.Cbrt(a.wmax * (1 - aimdBeta) / aimdScale)
-	r := aimdScale*math.Pow(t-k, 3) + a.wmax
-	r = max(r, a.wmax*aimdBeta, aimdFloor)
+	var r float64
+	if a.slow {
+		r = a.wmax * aimdBeta * math.Exp2(min(t, 60))
+	} else {
+		k := aimdK.Seconds()
+		c := a.wmax * (1 - aimdBeta) / (k * k * k)
+		r = c*math.Pow(t-k, 3) + a.wmax
+		r = max(r, a.wmax*aimdBeta)
+	}
+	r = max(r, aimdFloor)
 	if a.ceiling > 0 {
 		r = min(r, a.ceiling)
 	}

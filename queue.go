@@ -379,6 +379,7 @@ func (k *keyState) observe(now int64, seq uint64, sig *Signal) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.probing.Store(false)
+	pausedTill := max(k.pacer.pauseUntil, k.host.pauseUntil.Load()) // before this response
 	if sig.Throttled && sig.HasWait {
 		until := satAdd(now, int64(sig.Wait))
 		if sig.Scope == ScopeGlobal {
@@ -388,13 +389,21 @@ func (k *keyState) observe(now int64, seq uint64, sig *Signal) {
 		}
 	}
 	k.model.observe(now, seq, k.sent, sig)
-	if sig.Throttled && !sig.HasWait && !sig.HasRemaining && sig.Retryable {
+	if sig.Throttled && !sig.HasRemaining && !k.model.known && sig.Retryable {
 		if !k.aimd.active {
 			k.aimd.ceiling = k.ceiling()
 		}
-		k.aimd.throttled(now, seq, k.sent, k.firstAt)
+		n, span, known := k.model.recent(now, pausedTill)
+		k.aimd.throttled(now, seq, k.sent, n, span, known, known && pausedTill > now-int64(time.Second))
 		k.aimdB.interval, k.aimdB.burst = k.aimd.interval(now), 1
-		k.aimdB.tat = max(k.aimdB.tat, now)
+		// The throttle emptied the server's bucket: the next request waits
+		// for the end of the pause the server named, or else one interval
+		// at the new pace.
+		if sig.HasWait {
+			k.aimdB.tat = satAdd(now, int64(sig.Wait))
+		} else {
+			k.aimdB.tat = max(k.aimdB.tat, satAdd(now, k.aimdB.interval))
+		}
 	}
 	k.dispatch(now)
 }
