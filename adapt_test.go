@@ -298,3 +298,110 @@ type nopCloser struct{ *strings.Reader }
 func (nopCloser) Close() error { return nil }
 
 func readCloser(s string) nopCloser { return nopCloser{strings.NewReader(s)} }
+
+func TestRateBounds(t *testing.T) {
+	const perSec = 1e-9 // requests per nanosecond in one request a second
+	for _, c := range []struct {
+		name           string
+		cap, left      float64
+		reset          time.Duration
+		coarse         bool
+		wantLo, wantHi float64 // requests per second; hi 0: none
+	}{
+		{"ms: empty bucket of 10 full in 200ms", 10, 0, 200 * time.Millisecond, false, 9 / 0.201, 10 / 0.199},
+		{"ms: one short", 10, 9, 20 * time.Millisecond, false, 0, 1 / 0.019},
+		{"s: whole second says little", 10, 0, time.Second, true, 9 / 2.0, 0},
+		{"s: a long window", 5000, 1000, 100 * time.Second, true, 3999 / 101.0, 4000 / 99.0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lo, hi := rateBounds(c.cap, c.left, c.reset, c.coarse)
+			assert.InDelta(t, c.wantLo, lo/perSec, 1e-6)
+			assert.InDelta(t, c.wantHi, hi/perSec, 1e-6)
+		})
+	}
+}
+
+// A step table for the server model: departures (take), responses
+// (observe), and what the model then expects to be left.
+func TestServerModelSyncsPerDeparture(t *testing.T) {
+	ms := int64(time.Millisecond)
+	rate := &Signal{Limit: 50, Period: time.Second} // a stated 50/s
+	sig := func(left int64, throttled bool) *Signal {
+		s := *rate
+		s.HasRemaining, s.Remaining, s.Throttled = true, left, throttled
+		return &s
+	}
+	var m serverModel
+	steps := []struct {
+		name  string
+		do    func()
+		at    int64
+		level float64
+	}{
+		{"probe leaves", func() { m.take(0, 1) }, 0, 0},
+		{"its answer: 9 left", func() { m.observe(8*ms, 1, 1, sig(9, false)) }, 8 * ms, 9},
+		// A group of three at one instant: each expects the level after
+		// all three.
+		{"three leave at once", func() { m.take(8*ms, 2); m.take(8*ms, 3); m.take(8*ms, 4) }, 8 * ms, 6},
+		// The server counted #4 first: 8 left after it, above the group's
+		// prediction, which is no news.
+		{"#4 answers 8", func() { m.observe(13*ms, 4, 4, sig(8, false)) }, 8 * ms, 6},
+		{"#2 answers 6", func() { m.observe(14*ms, 2, 4, sig(6, false)) }, 8 * ms, 6},
+		// Below the prediction is news: the model goes down by it (the
+		// refill since stays), and so does every prediction since.
+		{"#3 answers 5", func() { m.observe(15*ms, 3, 4, sig(5, false)) }, 15 * ms, 5 + 0.007*50},
+		{"one alone", func() { m.take(20*ms, 5) }, 20 * ms, 4 + 0.012*50},
+		// Alone, an answer above the prediction lifts the model.
+		{"#5 answers 6", func() { m.observe(25*ms, 5, 5, sig(6, false)) }, 25 * ms, 6 + 0.005*50},
+		// A throttle gives back the token the model spent on it, and the
+		// server's 0 then corrects the rest.
+		{"one more alone", func() { m.take(30*ms, 6) }, 30 * ms, 5 + 0.010*50},
+		{"#6 is throttled with 0 left", func() { m.observe(35*ms, 6, 6, sig(0, true)) }, 35 * ms, 0 + 0.005*50},
+	}
+	for _, s := range steps {
+		s.do()
+		assert.InDelta(t, s.level, m.level(s.at), 1e-9, s.name)
+	}
+}
+
+// An unstated rate is learned from the corrections: a model that refills
+// too slowly is corrected upwards, and the sum of the corrections over a
+// span re-estimates the rate.
+func TestServerModelMeasuresAnUnstatedRate(t *testing.T) {
+	const trueRate = 50.0 // per second, unknown to the model
+	var m serverModel
+	level := 5.0 // the server's bucket, cap 10
+	m.cap = 10
+	interval := int64(20 * time.Millisecond) // the client sends at 50/s
+	now := int64(0)
+	for seq := uint64(1); seq <= 200; seq++ {
+		level = min(10, level+trueRate*float64(interval)/1e9) - 1
+		m.take(now, seq)
+		m.observe(now+int64(5*time.Millisecond), seq, seq, &Signal{HasRemaining: true, Remaining: int64(level)})
+		now += interval
+	}
+	assert.InDelta(t, trueRate, m.rate*1e9, 5)
+}
+
+func TestAIMDStep(t *testing.T) {
+	s := int64(time.Second)
+	var a aimd
+	// A first throttled burst of 34: its rate says nothing; slow start.
+	a.throttled(0, 5, 34, 0, 0, false, false)
+	assert.True(t, a.slow)
+	assert.Equal(t, 33.0, a.burst)
+	assert.InDelta(t, 34*aimdBeta, a.at(0), 1e-9)
+	assert.InDelta(t, 34*aimdBeta*2, a.at(s), 1e-9)
+	// Another of the same burst changes nothing but the bucket's size.
+	a.throttled(0, 7, 34, 0, 0, false, false)
+	assert.Equal(t, 32.0, a.burst)
+	// A paced request throttled 1.5 s after a pause: 107 left in the span,
+	// 32 of them the refilled bucket: 50 a second.
+	a.throttled(3*s, 100, 141, 107, 1.5, true, true)
+	assert.False(t, a.slow)
+	assert.InDelta(t, 50, a.wmax, 1e-9)
+	assert.InDelta(t, 50*aimdBeta, a.at(3*s), 1e-9)
+	// The cubic is back at the rate of the cut after K, and climbs past it.
+	assert.InDelta(t, 50, a.at(3*s+int64(aimdK)), 1e-9)
+	assert.Greater(t, a.at(3*s+2*int64(aimdK)), 50.0)
+}
