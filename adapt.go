@@ -22,6 +22,23 @@ import (
 //     request of the key until a stated wait is over.
 
 // serverModel is the client's picture of the server's quota for one key.
+//
+// It is a bucket of tokens that refills at rate up to cap, drained by every
+// departure. Each departure records what the model predicted would be left
+// right after it; the response to that departure states what the server had
+// left right after it, and the difference (the innovation) corrects the
+// model and every prediction made since. Comparing each response with the
+// prediction for its own request, not with the present, is what makes the
+// sync exact with requests in flight and responses that come back in
+// another order than the server counted them.
+//
+// The refill rate comes, in order of trust, from a stated policy (Limit per
+// Period), from bounds that stated resets put on it (a bucket that is
+// Remaining short of cap is full again after Reset, so the rate lies
+// between (cap-Remaining-1)/Reset and (cap-Remaining)/(Reset-resolution)),
+// and from the innovations themselves: a model that refills too slowly is
+// corrected upwards, one that refills too fast downwards, and their sum
+// over a span, divided by the span, is the rate's error.
 type serverModel struct {
 	known bool // a response has stated a remaining quota
 
@@ -30,36 +47,41 @@ type serverModel struct {
 	cap     float64 // the most the bucket has been seen to hold
 	resetAt int64   // when an emptied window refills to cap, if rate is 0
 
-	rate       float64 // requests per nanosecond coming back; 0 if none seen
+	rate       float64 // requests per nanosecond coming back; 0 if unknown
 	rateStated bool    // rate comes from a policy, not from measurement
+	lo, hi     float64 // bounds on rate from stated resets; hi 0: none
+	coarse     bool    // stated resets proved coarser than they look
 
-	// The refill measurement runs from an anchor response: the remaining
-	// it stated and the admitted responses received up to it. full notes
-	// that the bucket was seen full since (refill may have been wasted);
-	// held, that the model held a request back since (demand was there).
-	anchorAt       int64
-	anchorLeft     float64
-	anchorAdmitted uint64
-	full, held     bool
+	spanAt    int64   // start of the span the innovations are summed over
+	spanInnov float64 // their sum
 
-	admitted  uint64 // responses received that the server admitted
-	answered  uint64 // responses received
-	syncedSeq uint64 // the newest departure a response has described
+	deps [depRing]depRecord // the latest departures, by seq % depRing
+
+	admitted uint64 // responses received that the server admitted
+	answered uint64 // responses received
+
+	held bool // the model held a request back (set by the key)
 
 	spread bool  // spread what remains evenly instead of spending it at once
 	nextAt int64 // with spread: the next departure, at the earliest
 }
 
-// minMeasureSpan is the shortest span between two responses from which a
-// refill rate is measured: remaining counts are whole numbers, and the
-// order of responses is not quite the order the server counted them in.
-const minMeasureSpan = int64(500 * time.Millisecond)
+// depRecord is what the model predicted for one departure.
+type depRecord struct {
+	seq  uint64  // the departure's number; 0 for an empty slot
+	at   int64   // when it left
+	pred float64 // tokens the model expected right after it
+	ok   bool    // pred is known: the model was synced when it left
+}
 
-// measureRefill turns on the measurement of an unstated refill rate from
-// successive responses. It is off: the estimate is not yet good enough to
-// pace on (see the issue notes), and a key without a stated rate spends
-// what remains, then waits for the stated reset.
-const measureRefill = false
+// depRing is how many departures the model remembers. A response to an
+// older one (more than depRing requests in flight) corrects nothing.
+const depRing = 64
+
+// rateSpan is the shortest span over which innovations re-estimate an
+// unstated refill rate: remaining counts are whole numbers, so one span
+// measures the rate to within about one request per span.
+const rateSpan = int64(250 * time.Millisecond)
 
 // minRate is the slowest refill the model believes in, per nanosecond (one
 // request in 10,000 s); below it the server is taken to reset windows
@@ -76,58 +98,135 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *Signal) {
 	m.answered++
 	if !sig.Throttled {
 		m.admitted++
-	} else if !m.rateStated && m.rate > 0 {
-		m.rate *= 0.8 // measured too high: the server disagrees
+	}
+	if !sig.HasRemaining {
+		return
+	}
+	left := float64(sig.Remaining)
+	m.cap = max(m.cap, left+1)
+	rec := &m.deps[seq%depRing]
+	switch {
+	case !m.known:
+		// The first news: what the server had left after seq, less the
+		// departures since.
+		m.known = true
+		m.tokens, m.at = left-float64(sent-min(seq, sent)), now
+		m.spanAt, m.spanInnov = now, 0
+	case rec.seq != seq || !rec.ok:
+		// Too old to compare with what the model expected.
+	default:
+		pred := rec.pred
+		if sig.Throttled {
+			// The server did not count a rejected request: give back the
+			// token the model spent on it.
+			m.correct(now, rec.at, 1)
+			pred++
+		}
+		e := left - pred
+		// A request that left with others may have been counted before
+		// them: its answer can be above the group's prediction (the level
+		// after all of them) without the model being wrong.
+		if e < 0 || (e > 0 && m.alone(rec)) {
+			m.correct(now, rec.at, e)
+			if !m.rateStated {
+				m.spanInnov += e
+			}
+		}
+	}
+	if sig.Reset > 0 && !m.rateStated {
+		m.bound(left, sig.Reset)
+	}
+	if !m.rateStated {
+		m.remeasure(now)
 	}
 	if m.rate < minRate {
 		m.rate = 0
 	}
-	if !sig.HasRemaining || seq < m.syncedSeq {
-		return // nothing to learn, or older news than we have
-	}
-	left := float64(sig.Remaining)
-	m.cap = max(m.cap, left+1)
-	if left+1 >= m.cap {
-		m.full = true
-	}
-	if !m.known {
-		m.anchorAt, m.anchorLeft, m.anchorAdmitted = now, left, m.admitted
-	} else if measureRefill && !m.rateStated && now-m.anchorAt >= minMeasureSpan {
-		m.measure(now, left)
-		m.anchorAt, m.anchorLeft, m.anchorAdmitted = now, left, m.admitted
-		m.full, m.held = left+1 >= m.cap, false
-	}
-	m.known, m.syncedSeq = true, seq
-	// What the server has left, less what is still unanswered: the server
-	// may count any of those after this one (responses do not come back in
-	// the order the server counted them).
-	m.tokens, m.at = left-float64(sent-min(m.answered, sent)), now
 	if sig.Reset > 0 {
 		m.resetAt = satAdd(now, int64(sig.Reset))
 	}
 }
 
-// measure updates the refill rate from the anchor to a response that says
-// left remain at now: what came back is what is left now, less what was
-// left then, plus what the server admitted in between.
-func (m *serverModel) measure(now int64, left float64) {
-	span := float64(now - m.anchorAt)
-	came := left - m.anchorLeft + float64(m.admitted-m.anchorAdmitted)
-	switch {
-	case m.full && m.held:
-		// The bucket filled up while requests were held back: the refill
-		// is faster than the pace we kept. Probe upwards; what remains
-		// shows whether it holds.
-		m.rate = max(2*m.rate, came/span)
-	case m.full:
-		m.rate = max(m.rate, came/span) // a lower bound only
-	case came < 1:
-		m.rate = 0 // nothing came back: a fixed window, which resets instead
-	case m.rate == 0:
-		m.rate = came / span
-	default:
-		m.rate = 0.5*m.rate + 0.5*came/span
+// correct moves the model, and every prediction for departures at or after
+// at, by e tokens.
+func (m *serverModel) correct(now, at int64, e float64) {
+	m.tokens, m.at = m.level(max(now, m.at))+e, max(now, m.at)
+	for i := range m.deps {
+		if r := &m.deps[i]; r.seq != 0 && r.at >= at {
+			r.pred += e
+		}
 	}
+}
+
+// alone reports whether rec's departure left at an instant of its own.
+func (m *serverModel) alone(rec *depRecord) bool {
+	for i := range m.deps {
+		if r := &m.deps[i]; r.seq != 0 && r != rec && r.at == rec.at {
+			return false
+		}
+	}
+	return true
+}
+
+// bound narrows the refill rate with a response that says left remain and
+// the bucket is full again after reset. A reset of whole seconds, or one
+// that contradicted earlier ones (an absolute time of whole seconds
+// measured against an estimate of the server's clock), is known to within
+// a second either way; any other to within a millisecond.
+func (m *serverModel) bound(left float64, reset time.Duration) {
+	lo, hi := rateBounds(m.cap, left, reset, m.coarse || reset%time.Second == 0)
+	if (m.hi > 0 && lo > m.hi) || (hi > 0 && hi < m.lo) {
+		// Bounds that contradict the earlier ones: the resets are coarser
+		// than they look, the limit changed, or the server resets windows
+		// rather than refilling. Start again, from coarse bounds.
+		m.coarse = true
+		m.lo, m.hi = rateBounds(m.cap, left, reset, true)
+	} else {
+		m.lo = max(m.lo, lo)
+		if hi > 0 && (m.hi == 0 || hi < m.hi) {
+			m.hi = hi
+		}
+	}
+	m.rate = m.clamp(m.rate)
+}
+
+// rateBounds returns the bounds on the refill rate (per nanosecond) of a
+// bucket of capacity cap that holds left (a whole number: in fact a level in
+// [left, left+1)) and is full again after reset, known to a millisecond or,
+// if coarse, to a second. hi is 0 when there is no upper bound.
+func rateBounds(cap, left float64, reset time.Duration, coarse bool) (lo, hi float64) {
+	u := time.Millisecond
+	if coarse {
+		u = time.Second
+	}
+	lo = max(cap-left-1, 0) / float64(reset+u)
+	if reset > u {
+		hi = (cap - left) / float64(reset-u)
+	}
+	return lo, hi
+}
+
+// clamp returns r within the bounds stated resets put on the rate.
+func (m *serverModel) clamp(r float64) float64 {
+	r = max(r, m.lo)
+	if m.hi > 0 {
+		r = min(r, m.hi)
+	}
+	return r
+}
+
+// remeasure corrects an unstated rate by the innovations of the span that
+// ends at now: a model that had to be corrected by e tokens over a span of
+// T refilled e/T too slowly.
+func (m *serverModel) remeasure(now int64) {
+	span := now - m.spanAt
+	if span < rateSpan {
+		return
+	}
+	if m.spanInnov != 0 {
+		m.rate = m.clamp(max(m.rate+m.spanInnov/float64(span), 0))
+	}
+	m.spanAt, m.spanInnov = now, 0
 }
 
 // idle reports whether the model knows nothing a new one would not find
@@ -153,13 +252,13 @@ func (m *serverModel) earliest(now int64, n float64) int64 {
 	if !m.known {
 		return now
 	}
-	d := now
+	d := max(now, m.at)
 	if m.spread {
 		d = max(d, m.nextAt)
 	}
 	// With a refill, keep one request in reserve (if the bucket holds two):
-	// responses arrive in another order than the server counted them, and
-	// the reserve absorbs that.
+	// the server may count a request later than it left, and an estimated
+	// rate may be a little high; the reserve absorbs both.
 	need := n
 	if m.rate > 0 && m.cap >= 2 {
 		need++
@@ -183,16 +282,26 @@ func (m *serverModel) earliest(now int64, n float64) int64 {
 	return satAdd(d, int64(time.Second))
 }
 
-// take records one departure at now.
-func (m *serverModel) take(now int64) {
+// take records departure seq at now.
+func (m *serverModel) take(now int64, seq uint64) {
 	if !m.known {
+		m.deps[seq%depRing] = depRecord{seq: seq, at: now}
 		return
 	}
+	now = max(now, m.at)
 	level := m.level(now)
-	m.tokens, m.at = level-1, max(m.at, now)
+	m.tokens, m.at = level-1, now
 	if m.resetAt > 0 && now >= m.resetAt {
 		m.resetAt = 0 // the reset is taken into tokens
 	}
+	// Departures at the same instant form a group that the server may count
+	// in any order: each of them expects the level after the whole group.
+	for i := range m.deps {
+		if r := &m.deps[i]; r.seq != 0 && r.at == now && r.ok {
+			r.pred = m.tokens
+		}
+	}
+	m.deps[seq%depRing] = depRecord{seq: seq, at: now, pred: m.tokens, ok: true}
 	if m.spread {
 		// Spread what is left evenly until it comes back.
 		switch {
@@ -204,49 +313,90 @@ func (m *serverModel) take(now int64) {
 	}
 }
 
-// aimd adapts a rate to bare throttles: a multiplicative cut on a 429 that
-// names no wait, then a cubic climb back (CUBIC, as in the AWS SDKs'
-// adaptive retry mode), never above ceiling.
+// recent returns the departures n over the second before now, or since
+// since if that is later (the end of a pause, when nothing could leave), and
+// the span in seconds they were counted over, as far as the departures
+// remembered reach. ok is false when that span is too short to say.
+func (m *serverModel) recent(now, since int64) (n, span float64, ok bool) {
+	since = max(since, now-int64(time.Second))
+	if now-since < int64(250*time.Millisecond) {
+		return 0, 0, false
+	}
+	c, oldest := 0, now
+	for i := range m.deps {
+		if r := &m.deps[i]; r.seq != 0 && r.at >= since && r.at <= now {
+			c++
+			oldest = min(oldest, r.at)
+		}
+	}
+	if c == depRing {
+		since = oldest // the ring reaches back less far than the span
+		c--
+	}
+	return float64(c), float64(now-since) / 1e9, true
+}
+
+// aimd adapts a rate to throttles that state no quota: a multiplicative
+// cut on a throttle, then a cubic climb back (CUBIC, as in the AWS SDKs'
+// adaptive retry mode), never above ceiling. The first throttle of a key
+// usually answers a burst and says nothing of the rate the server
+// sustains, so after it the rate doubles every second (slow start) until a
+// second throttle shows where the server's limit is.
 type aimd struct {
-	active   bool
-	rate     float64 // requests per second now
-	wmax     float64 // the rate at the last cut
-	cutAt    int64   // when the last cut happened
-	cutSeq   uint64  // departures sent before the last cut
-	ceiling  float64 // requests per second; 0 means none
-	lastRate float64 // the rate last handed to the bucket
+	active  bool
+	slow    bool    // slow start: no throttle of a paced request yet
+	rate    float64 // requests per second now
+	wmax    float64 // the rate at the last cut
+	cutAt   int64   // when the last cut happened
+	cutSeq  uint64  // departures sent before the last cut
+	ceiling float64 // requests per second; 0 means none
+	burst   float64 // requests the server let through at once, as far as known
 }
 
 const (
-	aimdBeta  = 0.7
-	aimdScale = 0.4 // C of CUBIC, in requests per second per second³
+	// aimdBeta is the share of the rate kept after a cut. A throttle that
+	// names a wait costs the whole wait, so the climb back is slow and
+	// starts high: most of the time is spent just under the limit.
+	aimdBeta = 0.9
+	// aimdK is the time the cubic takes to climb back to the rate at the
+	// last cut, whatever that rate.
+	aimdK     = 12 * time.Second
 	aimdFloor = 0.5 // requests per second
 )
 
-// throttled cuts the rate after a bare throttle of a request sent as
-// departure seq, at now; firstAt is when the key sent its first request.
-// Only a request sent after the last cut can say that the cut rate is still
-// too high, so the rest change nothing.
-func (a *aimd) throttled(now int64, seq, sent uint64, firstAt int64) {
+// throttled cuts the rate after a throttle of a request sent as departure
+// seq, at now. n requests left over the last span seconds (ok false: the
+// span is unknown); afterPause reports that the span began at the end of a
+// pause, when the server's bucket had refilled: then the bucket's size
+// (as the first throttled burst showed it: the requests the server let
+// through at once) went out on top of the rate. Only a request sent after
+// the last cut can say that the cut rate is still too high, so the rest
+// change nothing.
+func (a *aimd) throttled(now int64, seq, sent uint64, n, span float64, ok, afterPause bool) {
 	if a.active && seq <= a.cutSeq {
+		if a.slow && a.burst > 0 {
+			a.burst-- // another of the first burst was throttled
+		}
 		return
 	}
-	measured := a.rate
-	since, from := a.cutAt, a.cutSeq
-	if !a.active {
-		since, from = firstAt, 0
-	}
-	if span := float64(now-since) / 1e9; span > 0 {
-		// What was really sent since the last cut (or since the start),
-		// over at least one second so that a burst does not count as a rate.
-		m := float64(sent-from) / max(span, 1)
-		if !a.active || m < measured {
-			measured = m
+	var measured float64
+	switch {
+	case !a.active:
+		// The first throttle: of a burst, usually. What got through of it
+		// is the bucket's size; its rate says nothing.
+		measured, a.burst = max(float64(sent)/max(span, 1), aimdFloor), float64(sent-1)
+	case ok:
+		if afterPause {
+			n = max(n-a.burst, 1)
 		}
+		measured = min(a.at(now), n/span)
+	default:
+		measured = a.at(now)
 	}
 	if a.ceiling > 0 {
 		measured = min(measured, a.ceiling)
 	}
+	a.slow = !a.active
 	a.active = true
 	a.wmax = max(measured, aimdFloor)
 	a.rate = max(a.wmax*aimdBeta, aimdFloor)
@@ -258,12 +408,20 @@ func (a *aimd) idle(now int64) bool {
 	return !a.active || now-a.cutAt > int64(10*time.Minute)
 }
 
-// at returns the rate at now, on the cubic curve since the last cut.
+// at returns the rate at now: doubling every second since the last cut in
+// slow start, else on the cubic curve since it.
 func (a *aimd) at(now int64) float64 {
 	t := float64(now-a.cutAt) / 1e9
-	k := math.Cbrt(a.wmax * (1 - aimdBeta) / aimdScale)
-	r := aimdScale*math.Pow(t-k, 3) + a.wmax
-	r = max(r, a.wmax*aimdBeta, aimdFloor)
+	var r float64
+	if a.slow {
+		r = a.wmax * aimdBeta * math.Exp2(min(t, 60))
+	} else {
+		k := aimdK.Seconds()
+		c := a.wmax * (1 - aimdBeta) / (k * k * k)
+		r = c*math.Pow(t-k, 3) + a.wmax
+		r = max(r, a.wmax*aimdBeta)
+	}
+	r = max(r, aimdFloor)
 	if a.ceiling > 0 {
 		r = min(r, a.ceiling)
 	}

@@ -13,28 +13,28 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// scriptRT answers with what its script says, and records when each
+// adaptRT answers with what its script says, and records when each
 // request was sent and to which path.
-type scriptRT struct {
+type adaptRT struct {
 	mu     sync.Mutex
 	n      int
-	sent   []sentReq
+	sent   []adaptSent
 	script func(n int, req *http.Request) (status int, header http.Header)
 }
 
-type sentReq struct {
+type adaptSent struct {
 	at   time.Duration
 	path string
 }
 
-func (s *scriptRT) RoundTrip(req *http.Request) (*http.Response, error) {
+func (s *adaptRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Body != nil {
 		req.Body.Close()
 	}
 	s.mu.Lock()
 	s.n++
 	n := s.n
-	s.sent = append(s.sent, sentReq{at: time.Since(synctestEpoch), path: req.URL.Path})
+	s.sent = append(s.sent, adaptSent{at: time.Since(synctestEpoch), path: req.URL.Path})
 	s.mu.Unlock()
 	status, h := s.script(n, req)
 	if h == nil {
@@ -43,10 +43,10 @@ func (s *scriptRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: req}, nil
 }
 
-func (s *scriptRT) log() []sentReq {
+func (s *adaptRT) log() []adaptSent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]sentReq(nil), s.sent...)
+	return append([]adaptSent(nil), s.sent...)
 }
 
 // synctestEpoch is the start of every synctest bubble's clock.
@@ -70,7 +70,7 @@ func get(t *testing.T, tr http.RoundTripper, url string) *http.Response {
 
 func TestAThrottlePausesTheKeyAndTheThrottledRequestGoesFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := &scriptRT{script: func(n int, _ *http.Request) (int, http.Header) {
+		rt := &adaptRT{script: func(n int, _ *http.Request) (int, http.Header) {
 			if n == 2 {
 				return 429, hdr("Retry-After", "2")
 			}
@@ -88,12 +88,14 @@ func TestAThrottlePausesTheKeyAndTheThrottledRequestGoesFirst(t *testing.T) {
 		wg.Wait()
 		log := rt.log()
 		require.Len(t, log, 6)
-		assert.Equal(t, sentReq{0, "/throttled"}, log[1])
+		assert.Equal(t, adaptSent{0, "/throttled"}, log[1])
 		// Nothing left during the pause, and the throttled request went
-		// again first, ahead of the three that queued behind it.
-		assert.Equal(t, sentReq{2 * time.Second, "/throttled"}, log[2])
-		for _, s := range log[3:] {
-			assert.Equal(t, 2*time.Second, s.at, s.path)
+		// again first, ahead of the three that queued behind it; they
+		// follow in order, at the pace the throttle taught.
+		assert.Equal(t, adaptSent{2 * time.Second, "/throttled"}, log[2])
+		for i, s := range log[3:] {
+			assert.Equal(t, []string{"/a", "/b", "/c"}[i], s.path)
+			assert.GreaterOrEqual(t, s.at, log[2+i].at, s.path)
 		}
 		assert.Equal(t, Stats{Throttled: 1, Retries: 1}, tr.Stats())
 	})
@@ -101,7 +103,7 @@ func TestAThrottlePausesTheKeyAndTheThrottledRequestGoesFirst(t *testing.T) {
 
 func TestAWaitTooLongHandsTheResponseBackAndKeepsTheKeyPaused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := &scriptRT{script: func(n int, _ *http.Request) (int, http.Header) {
+		rt := &adaptRT{script: func(n int, _ *http.Request) (int, http.Header) {
 			if n == 1 {
 				return 429, hdr("Retry-After", "3600")
 			}
@@ -127,7 +129,7 @@ func TestAWaitTooLongHandsTheResponseBackAndKeepsTheKeyPaused(t *testing.T) {
 
 func TestAWaitPastTheDeadlineHandsTheResponseBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := &scriptRT{script: func(int, *http.Request) (int, http.Header) {
+		rt := &adaptRT{script: func(int, *http.Request) (int, http.Header) {
 			return 429, hdr("Retry-After", "5")
 		}}
 		tr := New(rt, WithLimit(PerSecond(100)))
@@ -144,7 +146,7 @@ func TestAWaitPastTheDeadlineHandsTheResponseBack(t *testing.T) {
 
 func TestGivingUpAfterTheThrottleAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := &scriptRT{script: func(int, *http.Request) (int, http.Header) {
+		rt := &adaptRT{script: func(int, *http.Request) (int, http.Header) {
 			return 429, hdr("Retry-After", "1")
 		}}
 		tr := New(rt, WithLimit(PerSecond(100)), WithRetry(RetryOptions{MaxAttempts: 3}))
@@ -158,7 +160,7 @@ func TestGivingUpAfterTheThrottleAttempts(t *testing.T) {
 
 func TestAGlobalScopePausesEveryKeyOfTheHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := &scriptRT{script: func(n int, req *http.Request) (int, http.Header) {
+		rt := &adaptRT{script: func(n int, req *http.Request) (int, http.Header) {
 			if n == 1 {
 				return 429, hdr("Retry-After", "3", "X-Ratelimit-Global", "true")
 			}
@@ -176,7 +178,7 @@ func TestAGlobalScopePausesEveryKeyOfTheHost(t *testing.T) {
 
 func TestQuotaSaidToBeSpentHoldsTheKeyUntilItResets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := &scriptRT{script: func(n int, _ *http.Request) (int, http.Header) {
+		rt := &adaptRT{script: func(n int, _ *http.Request) (int, http.Header) {
 			if n == 1 {
 				return 200, hdr("RateLimit", `"default";r=0;t=5`)
 			}
@@ -193,7 +195,7 @@ func TestQuotaSaidToBeSpentHoldsTheKeyUntilItResets(t *testing.T) {
 
 func TestARequestThatCannotBeReplayedIsNotRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := &scriptRT{script: func(int, *http.Request) (int, http.Header) {
+		rt := &adaptRT{script: func(int, *http.Request) (int, http.Header) {
 			return 429, hdr("Retry-After", "1")
 		}}
 		tr := New(rt, WithLimit(PerSecond(100)), WithRetry(RetryOptions{MaxBufferedBody: 3}))
@@ -231,7 +233,7 @@ func TestARequestThatCannotBeReplayedIsNotRetried(t *testing.T) {
 
 func TestABillingErrorIsNotRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := &scriptRT{script: func(int, *http.Request) (int, http.Header) {
+		rt := &adaptRT{script: func(int, *http.Request) (int, http.Header) {
 			return 429, nil
 		}}
 		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
@@ -252,7 +254,7 @@ func TestBareThrottlesSlowTheKeyDown(t *testing.T) {
 		// else but 429.
 		var mu sync.Mutex
 		var next time.Time
-		rt := &scriptRT{script: func(int, *http.Request) (int, http.Header) {
+		rt := &adaptRT{script: func(int, *http.Request) (int, http.Header) {
 			mu.Lock()
 			defer mu.Unlock()
 			if now := time.Now(); !now.Before(next) {
@@ -307,3 +309,110 @@ type nopCloser struct{ *strings.Reader }
 func (nopCloser) Close() error { return nil }
 
 func readCloser(s string) nopCloser { return nopCloser{strings.NewReader(s)} }
+
+func TestRateBounds(t *testing.T) {
+	const perSec = 1e-9 // requests per nanosecond in one request a second
+	for _, c := range []struct {
+		name           string
+		cap, left      float64
+		reset          time.Duration
+		coarse         bool
+		wantLo, wantHi float64 // requests per second; hi 0: none
+	}{
+		{"ms: empty bucket of 10 full in 200ms", 10, 0, 200 * time.Millisecond, false, 9 / 0.201, 10 / 0.199},
+		{"ms: one short", 10, 9, 20 * time.Millisecond, false, 0, 1 / 0.019},
+		{"s: whole second says little", 10, 0, time.Second, true, 9 / 2.0, 0},
+		{"s: a long window", 5000, 1000, 100 * time.Second, true, 3999 / 101.0, 4000 / 99.0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lo, hi := rateBounds(c.cap, c.left, c.reset, c.coarse)
+			assert.InDelta(t, c.wantLo, lo/perSec, 1e-6)
+			assert.InDelta(t, c.wantHi, hi/perSec, 1e-6)
+		})
+	}
+}
+
+// A step table for the server model: departures (take), responses
+// (observe), and what the model then expects to be left.
+func TestServerModelSyncsPerDeparture(t *testing.T) {
+	ms := int64(time.Millisecond)
+	rate := &Signal{Limit: 50, Period: time.Second} // a stated 50/s
+	sig := func(left int64, throttled bool) *Signal {
+		s := *rate
+		s.HasRemaining, s.Remaining, s.Throttled = true, left, throttled
+		return &s
+	}
+	var m serverModel
+	steps := []struct {
+		name  string
+		do    func()
+		at    int64
+		level float64
+	}{
+		{"probe leaves", func() { m.take(0, 1) }, 0, 0},
+		{"its answer: 9 left", func() { m.observe(8*ms, 1, 1, sig(9, false)) }, 8 * ms, 9},
+		// A group of three at one instant: each expects the level after
+		// all three.
+		{"three leave at once", func() { m.take(8*ms, 2); m.take(8*ms, 3); m.take(8*ms, 4) }, 8 * ms, 6},
+		// The server counted #4 first: 8 left after it, above the group's
+		// prediction, which is no news.
+		{"#4 answers 8", func() { m.observe(13*ms, 4, 4, sig(8, false)) }, 8 * ms, 6},
+		{"#2 answers 6", func() { m.observe(14*ms, 2, 4, sig(6, false)) }, 8 * ms, 6},
+		// Below the prediction is news: the model goes down by it (the
+		// refill since stays), and so does every prediction since.
+		{"#3 answers 5", func() { m.observe(15*ms, 3, 4, sig(5, false)) }, 15 * ms, 5 + 0.007*50},
+		{"one alone", func() { m.take(20*ms, 5) }, 20 * ms, 4 + 0.012*50},
+		// Alone, an answer above the prediction lifts the model.
+		{"#5 answers 6", func() { m.observe(25*ms, 5, 5, sig(6, false)) }, 25 * ms, 6 + 0.005*50},
+		// A throttle gives back the token the model spent on it, and the
+		// server's 0 then corrects the rest.
+		{"one more alone", func() { m.take(30*ms, 6) }, 30 * ms, 5 + 0.010*50},
+		{"#6 is throttled with 0 left", func() { m.observe(35*ms, 6, 6, sig(0, true)) }, 35 * ms, 0 + 0.005*50},
+	}
+	for _, s := range steps {
+		s.do()
+		assert.InDelta(t, s.level, m.level(s.at), 1e-9, s.name)
+	}
+}
+
+// An unstated rate is learned from the corrections: a model that refills
+// too slowly is corrected upwards, and the sum of the corrections over a
+// span re-estimates the rate.
+func TestServerModelMeasuresAnUnstatedRate(t *testing.T) {
+	const trueRate = 50.0 // per second, unknown to the model
+	var m serverModel
+	level := 5.0 // the server's bucket, cap 10
+	m.cap = 10
+	interval := int64(20 * time.Millisecond) // the client sends at 50/s
+	now := int64(0)
+	for seq := uint64(1); seq <= 200; seq++ {
+		level = min(10, level+trueRate*float64(interval)/1e9) - 1
+		m.take(now, seq)
+		m.observe(now+int64(5*time.Millisecond), seq, seq, &Signal{HasRemaining: true, Remaining: int64(level)})
+		now += interval
+	}
+	assert.InDelta(t, trueRate, m.rate*1e9, 5)
+}
+
+func TestAIMDStep(t *testing.T) {
+	s := int64(time.Second)
+	var a aimd
+	// A first throttled burst of 34: its rate says nothing; slow start.
+	a.throttled(0, 5, 34, 0, 0, false, false)
+	assert.True(t, a.slow)
+	assert.Equal(t, 33.0, a.burst)
+	assert.InDelta(t, 34*aimdBeta, a.at(0), 1e-9)
+	assert.InDelta(t, 34*aimdBeta*2, a.at(s), 1e-9)
+	// Another of the same burst changes nothing but the bucket's size.
+	a.throttled(0, 7, 34, 0, 0, false, false)
+	assert.Equal(t, 32.0, a.burst)
+	// A paced request throttled 1.5 s after a pause: 107 left in the span,
+	// 32 of them the refilled bucket: 50 a second.
+	a.throttled(3*s, 100, 141, 107, 1.5, true, true)
+	assert.False(t, a.slow)
+	assert.InDelta(t, 50, a.wmax, 1e-9)
+	assert.InDelta(t, 50*aimdBeta, a.at(3*s), 1e-9)
+	// The cubic is back at the rate of the cut after K, and climbs past it.
+	assert.InDelta(t, 50, a.at(3*s+int64(aimdK)), 1e-9)
+	assert.Greater(t, a.at(3*s+2*int64(aimdK)), 50.0)
+}

@@ -193,7 +193,7 @@ func (k *keyState) earliest(now, n, cost int64) int64 {
 // take records a departure at d and returns its number.
 func (k *keyState) take(d, cost int64) uint64 {
 	k.pacer.take(d, cost)
-	k.model.take(d)
+	k.model.take(d, k.sent+1)
 	if k.aimd.active {
 		k.aimdB.interval = k.aimd.interval(d)
 		k.aimdB.tat = satAdd(max(k.aimdB.tat, d), k.aimdB.interval)
@@ -383,6 +383,7 @@ func (k *keyState) observe(now int64, seq uint64, sig *Signal) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.probing.Store(false)
+	pausedTill := max(k.pacer.pauseUntil, k.host.pauseUntil.Load()) // before this response
 	if sig.Throttled && sig.HasWait {
 		until := satAdd(now, int64(sig.Wait))
 		if sig.Scope == ScopeGlobal {
@@ -392,13 +393,21 @@ func (k *keyState) observe(now int64, seq uint64, sig *Signal) {
 		}
 	}
 	k.model.observe(now, seq, k.sent, sig)
-	if sig.Throttled && !sig.HasWait && !sig.HasRemaining && sig.Retryable {
+	if sig.Throttled && !sig.HasRemaining && !k.model.known && sig.Retryable {
 		if !k.aimd.active {
 			k.aimd.ceiling = k.ceiling()
 		}
-		k.aimd.throttled(now, seq, k.sent, k.firstAt)
+		n, span, known := k.model.recent(now, pausedTill)
+		k.aimd.throttled(now, seq, k.sent, n, span, known, known && pausedTill > now-int64(time.Second))
 		k.aimdB.interval, k.aimdB.burst = k.aimd.interval(now), 1
-		k.aimdB.tat = max(k.aimdB.tat, now)
+		// The throttle emptied the server's bucket: the next request waits
+		// for the end of the pause the server named, or else one interval
+		// at the new pace.
+		if sig.HasWait {
+			k.aimdB.tat = satAdd(now, int64(sig.Wait))
+		} else {
+			k.aimdB.tat = max(k.aimdB.tat, satAdd(now, k.aimdB.interval))
+		}
 	}
 	k.dispatch(now)
 }
