@@ -68,7 +68,7 @@ func TestASharedQuotaPacesSeveralTransportsAsOne(t *testing.T) {
 func TestAThrottleIsSharedAsAPause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := &memQuota{next: map[string]time.Time{}, pauses: map[string]time.Duration{}}
-		rt := &scriptRT{script: func(n int, _ *http.Request) (int, http.Header) {
+		rt := &adaptRT{script: func(n int, _ *http.Request) (int, http.Header) {
 			if n == 1 {
 				return 429, hdr("Retry-After", "7")
 			}
