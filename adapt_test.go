@@ -2,6 +2,7 @@ package headway
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -415,4 +416,39 @@ func TestAIMDStep(t *testing.T) {
 	// The cubic is back at the rate of the cut after K, and climbs past it.
 	assert.InDelta(t, 50, a.at(3*s+int64(aimdK)), 1e-9)
 	assert.Greater(t, a.at(3*s+2*int64(aimdK)), 50.0)
+}
+
+func TestSpreadPacesWhatRemainsEvenly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A fixed window of 10 requests per 10 s, 9 left after the first.
+		start := time.Now()
+		var mu sync.Mutex
+		used := 0
+		rt := &adaptRT{script: func(int, *http.Request) (int, http.Header) {
+			mu.Lock()
+			defer mu.Unlock()
+			used++
+			reset := 10 - int(time.Since(start)/time.Second)
+			return 200, hdr("RateLimit-Policy", `"w";q=10;w=10`, "RateLimit", fmt.Sprintf(`"w";r=%d;t=%d`, max(10-used, 0), reset))
+		}}
+		spread := New(rt, WithSpread())
+		sendAll(t, spread, "http://api.test/", 10, 4)
+		log := rt.log()
+		require.Len(t, log, 10)
+		for i := 2; i < len(log); i++ {
+			assert.GreaterOrEqual(t, log[i].at-log[i-1].at, 900*time.Millisecond, "request %d", i)
+		}
+		assert.Less(t, log[9].at, 10*time.Second, "all of the window's quota within the window")
+
+		// By default what remains is spent at once.
+		mu.Lock()
+		used, start = 0, time.Now()
+		mu.Unlock()
+		rt.sent = nil
+		sendAll(t, New(rt), "http://api.test/", 10, 4)
+		log = rt.log()
+		require.Len(t, log, 10)
+		// (one is kept in reserve against jitter while the refill is 1/s)
+		assert.Zero(t, log[8].at-log[0].at)
+	})
 }

@@ -97,12 +97,20 @@ func TestRetriesAgainstTheFakeServer(t *testing.T) {
 		assert.Equal(t, 502, resp.StatusCode, "when attempts are spent the last response goes back")
 		assert.Equal(t, []string{`{"order":1}`, `{"order":1}`, `{"order":1}`, `{"order":1}`}, rec.sent())
 
-		// A POST without one is not sent again on a 502...
+		// A POST without one is not sent again on a 502, nor on a 500...
 		rec.bodies = nil
 		resp, err = post(t, tr, `{"order":2}`, "", true)
 		require.NoError(t, err)
 		drain(resp)
 		assert.Len(t, rec.sent(), 1)
+		srv500 := fakeserver.New(fakeserver.Config{Limit: 1000, Burst: 1000})
+		srv500.SetOutage(time.Now(), time.Now().Add(time.Hour))
+		rec500 := &recordRT{base: srv500.Transport()}
+		resp, err = post(t, New(rec500), `{"order":3}`, "", true)
+		require.NoError(t, err)
+		drain(resp)
+		assert.Equal(t, 500, resp.StatusCode)
+		assert.Len(t, rec500.sent(), 1)
 
 		// ...and neither is a body above the buffer with no GetBody.
 		big := strings.Repeat("x", 2<<20)
