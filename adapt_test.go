@@ -276,31 +276,6 @@ func TestBareThrottlesSlowTheKeyDown(t *testing.T) {
 	})
 }
 
-// sendAllOK sends n GETs from g goroutines until each gets a 200.
-func sendAllOK(t *testing.T, tr http.RoundTripper, url string, n, g int) {
-	var wg sync.WaitGroup
-	jobs := make(chan int)
-	for range g {
-		wg.Go(func() {
-			for range jobs {
-				for {
-					resp, err := tr.RoundTrip(mustReq(t, url))
-					if !assert.NoError(t, err) || resp.StatusCode == 200 {
-						drain(resp)
-						break
-					}
-					drain(resp)
-				}
-			}
-		})
-	}
-	for i := range n {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-}
-
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

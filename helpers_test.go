@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"go.uber.org/goleak"
 )
 
@@ -145,3 +146,49 @@ func drain(resp *http.Response) {
 }
 
 var errBase = errors.New("base failed")
+
+// fanOut calls do n times, from g goroutines at once.
+func fanOut(n, g int, do func()) {
+	var wg sync.WaitGroup
+	jobs := make(chan struct{})
+	for range g {
+		wg.Go(func() {
+			for range jobs {
+				do()
+			}
+		})
+	}
+	for range n {
+		jobs <- struct{}{}
+	}
+	close(jobs)
+	wg.Wait()
+}
+
+// sendAll sends n GET requests to url through tr from g goroutines and
+// fails the test on any error.
+func sendAll(t *testing.T, tr http.RoundTripper, url string, n, g int) {
+	t.Helper()
+	fanOut(n, g, func() {
+		resp, err := tr.RoundTrip(mustReq(t, url))
+		if assert.NoError(t, err) {
+			drain(resp)
+		}
+	})
+}
+
+// sendAllOK sends n GETs from g goroutines, each until it gets a 200.
+func sendAllOK(t *testing.T, tr http.RoundTripper, url string, n, g int) {
+	fanOut(n, g, func() {
+		for {
+			resp, err := tr.RoundTrip(mustReq(t, url))
+			if !assert.NoError(t, err) {
+				return
+			}
+			drain(resp)
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+	})
+}

@@ -17,30 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// sendAll sends n GET requests to url through tr from g goroutines and
-// fails the test on any error.
-func sendAll(t *testing.T, tr http.RoundTripper, url string, n, g int) {
-	t.Helper()
-	var wg sync.WaitGroup
-	jobs := make(chan int)
-	for range g {
-		wg.Go(func() {
-			for range jobs {
-				resp, err := tr.RoundTrip(mustReq(t, url))
-				if !assert.NoError(t, err) {
-					continue
-				}
-				drain(resp)
-			}
-		})
-	}
-	for i := range n {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-}
-
 func offsets(start time.Time, ts []time.Time) []time.Duration {
 	out := make([]time.Duration, len(ts))
 	for i, t := range ts {
