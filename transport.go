@@ -77,17 +77,20 @@ func (t *Transport) clock() time.Time { return time.Now() }
 // limit and adapts the key's pace to it.
 //
 // A throttled response (429, or a 403 or 503 that a dialect recognises as
-// a limit) pauses the whole key for the wait it names. If req can be sent
-// again (it has no body, or GetBody), its wait fits MaxRetryAfter and the
-// context's deadline, and attempts are left, RoundTrip sends it again
-// ahead of the key's other waiting requests once the pause is over;
-// otherwise the throttled response goes back to the caller at once, as a
-// response, not an error.
+// a limit) pauses the whole key for the wait it names. RoundTrip sends a
+// request again (see WithRetry) when that is safe and fits: a throttled one
+// once the key's pause is over, ahead of the key's other waiting requests;
+// a 5xx or transport error of an idempotent one after a backoff. Otherwise,
+// or when the wait is longer than MaxRetryAfter or the context's deadline,
+// the last response goes back to the caller at once, as a response, not an
+// error.
 //
 // RoundTrip fails without sending req when the key's queue is full
 // (ErrQueueFull), when req's cost cannot fit a limit (*CostError), when the
 // wait needed is longer than req's context deadline or MaxWait allow
-// (*WaitError), or when req's context ends while it waits.
+// (*WaitError), when the key's breaker is open (*CircuitOpenError), or when
+// req's context ends while it waits. A request that got no response on its
+// last attempt fails with a *RetryError.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	cost := t.cfg.costOf(req)
 	if cost < 0 {
