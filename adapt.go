@@ -55,7 +55,7 @@ type serverModel struct {
 	spanAt    int64   // start of the span the innovations are summed over
 	spanInnov float64 // their sum
 
-	deps [depRing]depRecord // the latest departures, by seq % depRing
+	deps *[depRing]depRecord // the latest departures, by seq % depRing; nil until needed (see track)
 
 	admitted uint64 // responses received that the server admitted
 	answered uint64 // responses received
@@ -64,6 +64,23 @@ type serverModel struct {
 
 	spread bool  // spread what remains evenly instead of spending it at once
 	nextAt int64 // with spread: the next departure, at the earliest
+}
+
+// track makes the model remember its departures from now on. A key whose
+// server says nothing, paced by its configured limits alone, never pays
+// for the memory.
+func (m *serverModel) track() {
+	if m.deps == nil {
+		m.deps = new([depRing]depRecord)
+	}
+}
+
+// ring returns the departures remembered, none before track.
+func (m *serverModel) ring() []depRecord {
+	if m.deps == nil {
+		return nil
+	}
+	return m.deps[:]
 }
 
 // depRecord is what the model predicted for one departure.
@@ -104,6 +121,7 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *Signal) {
 	}
 	left := float64(sig.Remaining)
 	m.cap = max(m.cap, left+1)
+	m.track()
 	rec := &m.deps[seq%depRing]
 	switch {
 	case !m.known:
@@ -151,7 +169,7 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *Signal) {
 // at, by e tokens.
 func (m *serverModel) correct(now, at int64, e float64) {
 	m.tokens, m.at = m.level(max(now, m.at))+e, max(now, m.at)
-	for i := range m.deps {
+	for i := range m.ring() {
 		if r := &m.deps[i]; r.seq != 0 && r.at >= at {
 			r.pred += e
 		}
@@ -160,7 +178,7 @@ func (m *serverModel) correct(now, at int64, e float64) {
 
 // alone reports whether rec's departure left at an instant of its own.
 func (m *serverModel) alone(rec *depRecord) bool {
-	for i := range m.deps {
+	for i := range m.ring() {
 		if r := &m.deps[i]; r.seq != 0 && r != rec && r.at == rec.at {
 			return false
 		}
@@ -285,7 +303,9 @@ func (m *serverModel) earliest(now int64, n float64) int64 {
 // take records departure seq at now.
 func (m *serverModel) take(now int64, seq uint64) {
 	if !m.known {
-		m.deps[seq%depRing] = depRecord{seq: seq, at: now}
+		if m.deps != nil {
+			m.deps[seq%depRing] = depRecord{seq: seq, at: now}
+		}
 		return
 	}
 	now = max(now, m.at)
@@ -296,11 +316,12 @@ func (m *serverModel) take(now int64, seq uint64) {
 	}
 	// Departures at the same instant form a group that the server may count
 	// in any order: each of them expects the level after the whole group.
-	for i := range m.deps {
+	for i := range m.ring() {
 		if r := &m.deps[i]; r.seq != 0 && r.at == now && r.ok {
 			r.pred = m.tokens
 		}
 	}
+	m.track()
 	m.deps[seq%depRing] = depRecord{seq: seq, at: now, pred: m.tokens, ok: true}
 	if m.spread {
 		// Spread what is left evenly until it comes back.
@@ -323,7 +344,7 @@ func (m *serverModel) recent(now, since int64) (n, span float64, ok bool) {
 		return 0, 0, false
 	}
 	c, oldest := 0, now
-	for i := range m.deps {
+	for i := range m.ring() {
 		if r := &m.deps[i]; r.seq != 0 && r.at >= since && r.at <= now {
 			c++
 			oldest = min(oldest, r.at)

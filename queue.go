@@ -396,6 +396,7 @@ func (k *keyState) observe(now int64, seq uint64, sig *Signal) {
 	if sig.Throttled && !sig.HasRemaining && !k.model.known && sig.Retryable {
 		if !k.aimd.active {
 			k.aimd.ceiling = k.ceiling()
+			k.model.track() // the cuts to come measure what was sent
 		}
 		n, span, known := k.model.recent(now, pausedTill)
 		k.aimd.throttled(now, seq, k.sent, n, span, known, known && pausedTill > now-int64(time.Second))

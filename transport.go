@@ -313,6 +313,9 @@ func (t *Transport) newKey(req *http.Request) *keyState {
 		k.br = newBreaker(k.hostName, *t.cfg.breaker)
 	}
 	k.probing.Store(len(lims) == 0)
+	if len(lims) == 0 {
+		k.model.track() // its pace will come from what the server says
+	}
 	k.model.spread = t.cfg.spread
 	return k
 }
