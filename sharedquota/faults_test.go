@@ -135,4 +135,3 @@ func TestFailureModes(t *testing.T) {
 		t.Fatalf("Fallback ignored the local pause: wait %v", d)
 	}
 }
-
