@@ -21,7 +21,13 @@ import (
 // lease of n slots is the same as n reservations in a row.
 //
 // KEYS[1]: the quota's hash: a field "pause" (the instant, in µs, before
-// which nothing leaves) and one field per limit holding its TAT in µs.
+// which nothing leaves), a field "exp" (the instant the hash expires, in
+// µs), and one field per limit holding its TAT in µs. The hash expires a
+// margin after the last of its TATs and its pause: the state it holds is
+// that of full buckets by then. The scripts only ever move "exp" later,
+// and only when it comes within half a margin of what the state needs, so
+// most calls do not touch the TTL; a limit that one request does not use
+// keeps its state.
 // ARGV[1]: the number of slots; ARGV[2]: the margin of the TTL, in ms;
 // then 4 values per limit: field name, interval T (µs), burst (units),
 // units one slot spends.
@@ -29,15 +35,16 @@ var reserveScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local slots = tonumber(ARGV[1])
-local margin = tonumber(ARGV[2])
+local margin = tonumber(ARGV[2]) * 1000
 local n = (#ARGV - 2) / 4
-local fields = {'pause'}
-for i = 1, n do fields[i + 1] = ARGV[4 * i - 1] end
+local fields = {'pause', 'exp'}
+for i = 1, n do fields[i + 2] = ARGV[4 * i - 1] end
 local vals = redis.call('HMGET', KEYS[1], unpack(fields))
 local pause = tonumber(vals[1]) or 0
+local exp = tonumber(vals[2]) or 0
 local tat, iv, burst, units = {}, {}, {}, {}
 for i = 1, n do
-  tat[i] = tonumber(vals[i + 1]) or 0
+  tat[i] = tonumber(vals[i + 2]) or 0
   iv[i] = tonumber(ARGV[4 * i])
   burst[i] = tonumber(ARGV[4 * i + 1])
   units[i] = tonumber(ARGV[4 * i + 2])
@@ -50,16 +57,22 @@ for s = 1, slots do
   waits[s] = d - now
 end
 if n > 0 then
-  local keep = pause - now
+  local need = pause
   local hs = {}
   for i = 1, n do
-    hs[2 * i - 1] = fields[i + 1]
+    hs[2 * i - 1] = fields[i + 2]
     hs[2 * i] = string.format('%d', tat[i])
-    keep = math.max(keep, tat[i] - now)
+    need = math.max(need, tat[i])
   end
-  redis.call('HSET', KEYS[1], unpack(hs))
-  local ttl = math.ceil(keep / 1000) + margin
-  if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+  if exp < need + margin / 2 then
+    exp = need + margin
+    hs[2 * n + 1] = 'exp'
+    hs[2 * n + 2] = string.format('%d', exp)
+    redis.call('HSET', KEYS[1], unpack(hs))
+    redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000)))
+  else
+    redis.call('HSET', KEYS[1], unpack(hs))
+  end
 end
 return waits
 `)
@@ -74,14 +87,20 @@ var pauseScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local untl = now + tonumber(ARGV[1])
-local cur = tonumber(redis.call('HGET', KEYS[1], 'pause')) or 0
+local vals = redis.call('HMGET', KEYS[1], 'pause', 'exp')
+local cur = tonumber(vals[1]) or 0
+local exp = tonumber(vals[2]) or 0
 if untl > cur then
   redis.call('HSET', KEYS[1], 'pause', string.format('%d', untl))
 else
   untl = cur
 end
-local ttl = math.ceil((untl - now) / 1000) + tonumber(ARGV[2])
-if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+local margin = tonumber(ARGV[2]) * 1000
+if exp < untl + margin / 2 then
+  exp = untl + margin
+  redis.call('HSET', KEYS[1], 'exp', string.format('%d', exp))
+  redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000)))
+end
 return untl - now
 `)
 
