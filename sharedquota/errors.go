@@ -35,6 +35,7 @@ type UnavailableError struct {
 	Err error
 }
 
+// Error returns the message, with the operation and the cause.
 func (e *UnavailableError) Error() string {
 	return fmt.Sprintf("sharedquota: redis unavailable: %s: %v", e.Op, e.Err)
 }
@@ -57,6 +58,7 @@ type ReplyError struct {
 	Reason string
 }
 
+// Error returns the message, with the script, the reason and the reply.
 func (e *ReplyError) Error() string {
 	return fmt.Sprintf("sharedquota: unexpected reply from redis to the %s script: %s (got %T %v)", e.Script, e.Reason, e.Reply, e.Reply)
 }
