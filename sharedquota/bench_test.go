@@ -1,0 +1,84 @@
+package sharedquota
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/headway-go/headway"
+)
+
+// BenchmarkDecision measures shared decisions per second and their latency
+// on loopback, side by side with go-redis/redis_rate doing the same GCRA
+// (one limit, one unit, one key) against the same Redis. Run with
+//
+//	go test -run '^$' -bench Decision -benchtime 3s ./sharedquota/
+func BenchmarkDecision(b *testing.B) {
+	addr := redisAddr(b)
+	c := newClient(b, addr)
+	const rate = 1 << 30 // never waits: measures the decision alone
+	b.Run("sharedquota", func(b *testing.B) {
+		q := NewRedis(c, WithPrefix(testPrefix(b)), WithTimeout(time.Second))
+		defer q.Close()
+		lim := []headway.Limit{headway.PerSecond(rate).WithBurst(rate)}
+		benchLatency(b, func(ctx context.Context) error {
+			_, err := q.Reserve(ctx, "k", lim, 1)
+			return err
+		})
+	})
+	b.Run("redis_rate", func(b *testing.B) {
+		l := redis_rate.NewLimiter(c)
+		lim := redis_rate.Limit{Rate: rate, Burst: rate, Period: time.Second}
+		key := testPrefix(b)
+		benchLatency(b, func(ctx context.Context) error {
+			_, err := l.Allow(ctx, key, lim)
+			return err
+		})
+	})
+}
+
+// benchLatency runs op in parallel and reports decisions per second and
+// the p50 and p99 latency.
+func benchLatency(b *testing.B, op func(context.Context) error) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	var all []time.Duration
+	b.ReportAllocs()
+	b.SetParallelism(4)
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		lat := make([]time.Duration, 0, 1024)
+		for pb.Next() {
+			t0 := time.Now()
+			if err := op(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		mu.Lock()
+		all = append(all, lat...)
+		mu.Unlock()
+	})
+	el := time.Since(start)
+	if len(all) == 0 {
+		return
+	}
+	slices.Sort(all)
+	b.ReportMetric(float64(len(all))/el.Seconds(), "decisions/s")
+	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+}
+
+// BenchmarkLease500 runs three lease-mode quotas at 500 requests a second
+// in all and reports Redis round trips per request.
+func BenchmarkLease500(b *testing.B) {
+	for range b.N {
+		trips, reqs, _ := runLease(b, 500, 10, 10, 2*time.Second)
+		b.ReportMetric(float64(trips)/float64(reqs), "trips/req")
+		b.ReportMetric(float64(reqs)/2, "req/s")
+	}
+}

@@ -1,0 +1,64 @@
+// Package sharedquota keeps headway's pacing decisions in Redis, so that
+// many processes calling one API with one token share one quota and one
+// pause: replicas of a service, workers of a batch job.
+//
+//	rdb := redis.NewClient(&redis.Options{
+//		Addr:                  "127.0.0.1:6379",
+//		ContextTimeoutEnabled: true, // let the quota's timeout reach the socket
+//	})
+//	q := sharedquota.NewRedis(rdb)
+//	defer q.Close()
+//	client := &http.Client{Transport: headway.New(http.DefaultTransport,
+//		headway.WithLimit(headway.PerSecond(100).WithBurst(10)),
+//		headway.WithKey(byToken), // the same key, naming the token, in every process
+//		headway.WithSharedQuota(q),
+//	)}
+//
+// # Admission
+//
+// Each decision is one Lua script, run atomically by Redis: GCRA over all
+// of the request's limits at once, as the in-process pacer does. A request
+// leaves at the latest of now, the shared pause, and, for each limit,
+// TAT + units·T − burst·T; only that departure is committed. The clock is
+// Redis's TIME, never a client's, so processes whose clocks disagree still
+// agree. Times are kept in whole microseconds, intervals rounded up.
+//
+// Every key in Redis has a TTL of about the time until its bucket is full
+// again, plus a second. Key names carry a hash tag made of a SHA-256 of the
+// user's key (which may be a credential, and never appears in Redis), so
+// that all the keys of one quota live in one Cluster slot:
+//
+//	headway:{3f1c...}:q      hash: one TAT per limit, and the pause
+//	headway:{3f1c...}:procs  sorted set: the live processes
+//
+// Scripts run with go-redis's Script.Run: EVALSHA, and EVAL when Redis has
+// lost its script cache (SCRIPT FLUSH, a restart, a failover). Any
+// redis.UniversalClient works: a single node, Sentinel, Cluster, Ring.
+//
+// # Leases
+//
+// At high rates, WithLease makes a process reserve a batch of consecutive
+// slots in one round trip and hand them out itself, as Doorman and
+// Gubernator do: with leases of 10, Redis sees a tenth of the requests.
+// Each slot keeps its place in the shared schedule, and a slot not used
+// soon after its time is dropped, so the fleet exceeds the limit by at most
+// one lease per process, and only when a process's demand falls off
+// mid-lease. A pause set elsewhere reaches a process at its next lease.
+//
+// # When Redis is away
+//
+// Every call is bounded by a short timeout (50ms by default). After a
+// failure, the quota leaves Redis alone for a retry interval and decides by
+// its FailureMode: Fallback (the default) paces each key in this process at
+// its limits divided by the number of live processes, which announce
+// themselves in Redis with a heartbeat and are known before the outage;
+// FailOpen lets requests go; FailClosed fails them with an
+// UnavailableError. Then one call tries Redis again, and shared pacing
+// resumes by itself once it answers.
+//
+// # Errors
+//
+// Errors are the sentinels ErrClosed, ErrUnavailable, ErrBadReply and
+// ErrInvalidLimit, and the typed UnavailableError and ReplyError, which
+// errors.Is matches to their sentinels.
+package sharedquota

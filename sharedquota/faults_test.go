@@ -1,0 +1,137 @@
+package sharedquota
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/headway-go/headway"
+	"github.com/redis/go-redis/v9"
+)
+
+// timed runs Reserve and fails the test if it takes longer than the
+// quota's timeout allows.
+func timedReserve(t *testing.T, q *Redis, limits ...headway.Limit) (time.Duration, error) {
+	t.Helper()
+	start := time.Now()
+	d, err := q.Reserve(context.Background(), "k", limits, 1)
+	if took := time.Since(start); took > q.cfg.timeout+100*time.Millisecond {
+		t.Fatalf("Reserve took %v, timeout %v", took, q.cfg.timeout)
+	}
+	return d, err
+}
+
+// TestRedisKilledAndRestarted: with Redis gone, no call hangs, the
+// fallback paces at the limit divided among the live processes, and
+// sharing resumes when Redis comes back on the same port.
+func TestRedisKilledAndRestarted(t *testing.T) {
+	srv := startRedis(t)
+	opts := []Option{WithPrefix(testPrefix(t)), WithHeartbeat(50 * time.Millisecond), WithRetryInterval(100 * time.Millisecond)}
+	a := NewRedis(newClient(t, srv.addr()), opts...)
+	defer a.Close()
+	b := NewRedis(newClient(t, srv.addr()), opts...)
+	defer b.Close()
+	lim := headway.PerSecond(100) // T = 10ms, burst 1
+	timedReserve(t, a, lim)
+	timedReserve(t, b, lim)
+	waitFor(t, 2*time.Second, func() bool { return a.Live("k") == 2 })
+
+	srv.kill()
+	// 2 processes: the fallback paces a at 50/s, 20ms apart.
+	var last time.Time
+	for i := range 10 {
+		d, err := timedReserve(t, a, lim)
+		if err != nil {
+			t.Fatalf("Fallback returned %v", err)
+		}
+		at := time.Now().Add(d)
+		if i > 1 && at.Sub(last) < 19*time.Millisecond {
+			t.Fatalf("fallback departures %v apart, want 20ms", at.Sub(last))
+		}
+		last = at
+		time.Sleep(d)
+	}
+	if s := a.Stats(); s.Degraded < 9 {
+		t.Fatalf("stats %+v: the reservations were not degraded", s)
+	}
+
+	srv.restart(t)
+	waitFor(t, 3*time.Second, func() bool {
+		before := a.Stats().Degraded
+		if _, err := timedReserve(t, a, lim); err != nil {
+			t.Fatal(err)
+		}
+		return a.Stats().Degraded == before
+	})
+	// Shared again: b's reservation comes after a's in the shared schedule.
+	d, _ := timedReserve(t, b, lim)
+	if d == 0 {
+		t.Fatalf("after the restart, b did not see a's reservation")
+	}
+	waitFor(t, 2*time.Second, func() bool { return b.Live("k") == 2 })
+}
+
+// TestRedisStalled: a Redis that accepts connections but does not answer
+// (SIGSTOP) costs each call at most the timeout, with a client that
+// honours context deadlines and with one that does not.
+func TestRedisStalled(t *testing.T) {
+	srv := startRedis(t)
+	for _, honour := range []bool{true, false} {
+		c := redis.NewClient(&redis.Options{Addr: srv.addr(), ContextTimeoutEnabled: honour, ReadTimeout: 2 * time.Second})
+		q := NewRedis(c, WithPrefix(testPrefix(t)), WithFailureMode(FailClosed), WithRetryInterval(time.Hour))
+		if q.guard == honour {
+			t.Fatalf("guard %v for ContextTimeoutEnabled %v", q.guard, honour)
+		}
+		if _, err := timedReserve(t, q, headway.PerSecond(10)); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		_, err := timedReserve(t, q, headway.PerSecond(10))
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("stalled Redis, ContextTimeoutEnabled %v: %v", honour, err)
+		}
+		// Marked down: the next call does not even try.
+		start := time.Now()
+		if _, err := timedReserve(t, q, headway.PerSecond(10)); !errors.Is(err, ErrUnavailable) || time.Since(start) > 5*time.Millisecond {
+			t.Errorf("second call: %v after %v", err, time.Since(start))
+		}
+		_ = srv.cmd.Process.Signal(syscall.SIGCONT)
+		q.Close()
+		c.Close()
+	}
+}
+
+func TestFailureModes(t *testing.T) {
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t)) // nothing listens there
+	c := newClient(t, addr)
+	lim := headway.PerSecond(10)
+	open := newQuota(t, c, WithFailureMode(FailOpen))
+	for range 3 {
+		if d, err := timedReserve(t, open, lim); d != 0 || err != nil {
+			t.Fatalf("FailOpen: %v, %v", d, err)
+		}
+	}
+	closed := newQuota(t, c, WithFailureMode(FailClosed))
+	_, err := timedReserve(t, closed, lim)
+	var ue *UnavailableError
+	if !errors.As(err, &ue) || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("FailClosed: %v", err)
+	}
+	fb := newQuota(t, c) // no process ever announced: the whole limit
+	timedReserve(t, fb, lim)
+	if d, _ := timedReserve(t, fb, lim); !near(d, 100*time.Millisecond) {
+		t.Fatalf("Fallback alone: wait %v, want about 100ms", d)
+	}
+	// A pause that could not be shared still holds here.
+	if err := fb.Pause(context.Background(), "k", 500*time.Millisecond); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Pause with Redis away: %v", err)
+	}
+	if d, _ := timedReserve(t, fb, lim); d < 400*time.Millisecond {
+		t.Fatalf("Fallback ignored the local pause: wait %v", d)
+	}
+}

@@ -1,0 +1,177 @@
+package sharedquota
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/headway-go/headway"
+	"github.com/redis/go-redis/v9"
+)
+
+// The fleet tests run their workers as processes of their own: the test
+// binary started again with helperEnv set, configured by the variables
+// below, which prints a workerResult as JSON on stdout.
+const helperEnv = "SHAREDQUOTA_TEST_HELPER"
+
+type workerConfig struct {
+	Index      int
+	Redis      string
+	URL        string
+	Prefix     string
+	Rate       int
+	Burst      int
+	Goroutines int
+	Lease      int
+	Start      time.Time     // when to begin, the same for every worker
+	Duration   time.Duration // how long to send
+	PauseAt    time.Duration // after Start, call Pause (worker 0 only); 0: never
+	Pause      time.Duration
+}
+
+type workerResult struct {
+	OK, TooMany, Errors, Cut int64
+	Stats                    Stats
+	Live                     int
+}
+
+const fleetKey = "fleet-token"
+
+func helperMain(mode string) int {
+	var cfg workerConfig
+	if err := json.Unmarshal([]byte(mode), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 2
+	}
+	res, err := runWorker(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 1
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(res)
+	return 0
+}
+
+func runWorker(cfg workerConfig) (workerResult, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis, ContextTimeoutEnabled: true, PoolSize: cfg.Goroutines})
+	defer rdb.Close()
+	q := NewRedis(rdb, WithPrefix(cfg.Prefix), WithLease(cfg.Lease), WithHeartbeat(200*time.Millisecond))
+	defer q.Close()
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.MaxIdleConnsPerHost = cfg.Goroutines
+	defer base.CloseIdleConnections()
+	hw := headway.New(base,
+		headway.WithLimit(headway.PerSecond(cfg.Rate).WithBurst(cfg.Burst)),
+		headway.WithKey(func(*http.Request) string { return fleetKey }),
+		headway.WithSharedQuota(q),
+	)
+	client := &http.Client{Transport: hw}
+
+	time.Sleep(time.Until(cfg.Start))
+	end := cfg.Start.Add(cfg.Duration)
+	ctx, cancel := context.WithDeadline(context.Background(), end)
+	defer cancel()
+	if cfg.PauseAt > 0 && cfg.Index == 0 {
+		go func() {
+			time.Sleep(time.Until(cfg.Start.Add(cfg.PauseAt)))
+			_ = q.Pause(context.Background(), fleetKey, cfg.Pause)
+		}()
+	}
+	var res workerResult
+	var ok, tooMany, errs, cut atomic.Int64
+	var wg sync.WaitGroup
+	for range cfg.Goroutines {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cfg.URL+"/items/1", nil)
+				req.Header.Set("X-Worker", strconv.Itoa(cfg.Index))
+				resp, err := client.Do(req)
+				switch {
+				case err != nil && (ctx.Err() != nil || errors.As(err, new(*headway.WaitError))):
+					cut.Add(1) // its wait outlived the run: so will the next one's
+					return
+				case err != nil:
+					errs.Add(1)
+				default:
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusTooManyRequests {
+						tooMany.Add(1)
+					} else {
+						ok.Add(1)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	res.OK, res.TooMany, res.Errors, res.Cut = ok.Load(), tooMany.Load(), errs.Load(), cut.Load()
+	res.Stats = q.Stats()
+	res.Live = q.Live(fleetKey)
+	return res, nil
+}
+
+// runFleet runs n worker processes with cfg and returns their results.
+func runFleet(t *testing.T, n int, cfg workerConfig) []workerResult {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := make([]*exec.Cmd, n)
+	outs := make([]*limitedBuffer, n)
+	for i := range n {
+		c := cfg
+		c.Index = i
+		js, _ := json.Marshal(c)
+		cmd := exec.Command(exe, "-test.run=^$")
+		cmd.Env = append(os.Environ(), helperEnv+"="+string(js))
+		outs[i] = &limitedBuffer{}
+		cmd.Stdout = outs[i]
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[i] = cmd
+	}
+	res := make([]workerResult, n)
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+		if err := json.Unmarshal(outs[i].Bytes(), &res[i]); err != nil {
+			t.Fatalf("worker %d: %v: %q", i, err, outs[i].Bytes())
+		}
+	}
+	return res
+}
+
+type limitedBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.buf) < 1<<20 {
+		b.buf = append(b.buf, p...)
+	}
+	return len(p), nil
+}
+
+func (b *limitedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf
+}

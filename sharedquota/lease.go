@@ -1,0 +1,84 @@
+package sharedquota
+
+import (
+	"context"
+	"time"
+
+	"github.com/headway-go/headway"
+)
+
+// reserveLease serves a one-unit reservation from the key's lease, taking a
+// new lease from Redis when the last one is spent. One caller at a time
+// takes a lease; the others wait for it, or for their context.
+func (r *Redis) reserveLease(ctx context.Context, ks *keyState, limits []headway.Limit) (time.Duration, error) {
+	if d, ok := r.takeSlot(ks); ok {
+		return d, nil
+	}
+	select {
+	case ks.leaseSem <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	defer func() { <-ks.leaseSem }()
+	if d, ok := r.takeSlot(ks); ok { // another caller took a lease meanwhile
+		return d, nil
+	}
+	if err := r.usable(); err != nil {
+		return r.degrade(ks, limits, 1, err)
+	}
+	n := r.cfg.leaseSize
+	ks.mu.Lock()
+	args := ks.argsFor(limits, 1, n, r.marginMs())
+	ks.mu.Unlock()
+	v, err := r.eval(ctx, reserveScript, ks.hashKey, args)
+	if err == nil {
+		var waits []int64
+		if waits, err = waitsReply(make([]int64, 0, n), v, n); err == nil {
+			r.up()
+			// The waits count from Redis's now, somewhere in the round
+			// trip; counting them from its end makes every slot a little
+			// late, never early.
+			now := r.now()
+			ks.mu.Lock()
+			ks.slots = ks.slots[:0]
+			for _, w := range waits {
+				ks.slots = append(ks.slots, now+w*int64(time.Microsecond))
+			}
+			ks.mu.Unlock()
+			if d, ok := r.takeSlot(ks); ok {
+				return d, nil
+			}
+			// Every slot is already too old: a lease larger than
+			// WithLeaseMaxAge lets the process use. Fall through.
+			err = &ReplyError{Script: "reserve", Reply: v, Reason: "every leased slot expired on arrival"}
+		}
+	}
+	if ctx.Err() != nil {
+		r.probing.Store(false)
+		return 0, ctx.Err()
+	}
+	r.down(err)
+	return r.degrade(ks, limits, 1, err)
+}
+
+// takeSlot hands out the key's next leased slot that is not too old, and
+// drops those that are.
+func (r *Redis) takeSlot(ks *keyState) (time.Duration, bool) {
+	now := r.now()
+	oldest := now - int64(r.cfg.leaseMaxAge)
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	i := 0
+	for i < len(ks.slots) && ks.slots[i] < oldest {
+		i++
+	}
+	if i == len(ks.slots) {
+		ks.slots = ks.slots[:0]
+		return 0, false
+	}
+	d := max(ks.slots[i], ks.pauseUntil)
+	ks.slots = ks.slots[i+1:]
+	r.stats.leased.Add(1)
+	r.stats.reservations.Add(1)
+	return time.Duration(max(d-now, 0)), true
+}

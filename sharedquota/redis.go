@@ -1,0 +1,435 @@
+package sharedquota
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/headway-go/headway"
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis is a headway.SharedQuota kept in Redis: one quota, and one pause,
+// per key, for every process that uses the same Redis and the same key.
+// Create it with NewRedis; it is safe for concurrent use. Close stops its
+// heartbeat.
+type Redis struct {
+	c     redis.Scripter
+	cfg   config
+	guard bool // the client ignores context deadlines: bound each call ourselves
+	base  time.Time
+
+	mu   sync.Mutex
+	keys map[string]*keyState
+
+	downUntil atomic.Int64 // monotonic ns; 0: Redis is up
+	probing   atomic.Bool
+	lastErr   atomic.Pointer[error]
+
+	stats struct {
+		reservations, roundTrips, errors, degraded, leased atomic.Int64
+	}
+
+	kick      chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+	closed    atomic.Bool
+}
+
+var _ headway.SharedQuota = (*Redis)(nil)
+
+// keyState is what the process keeps for one key.
+type keyState struct {
+	hashKey  string // the quota's hash: TATs and pause
+	procsKey string // the sorted set of live processes
+	live     atomic.Int64
+	lastUsed atomic.Int64 // monotonic ns
+
+	mu         sync.Mutex
+	pauseUntil int64 // monotonic ns: the last pause this process knows of
+	local      localPacer
+	args       []any // script arguments for one unit, for argLimits
+	argLimits  []headway.Limit
+	slots      []int64 // leased departures, monotonic ns, in order
+	leaseSem   chan struct{}
+}
+
+// NewRedis returns a shared quota kept in Redis through client: a
+// *redis.Client (one node, or Sentinel through redis.NewFailoverClient), a
+// *redis.ClusterClient or a *redis.Ring. It starts a heartbeat goroutine,
+// which Close stops.
+//
+// Every call to Redis is bounded by the timeout of WithTimeout. A client
+// whose ContextTimeoutEnabled option is set honours it on the socket; for
+// any other client, each call runs in a goroutine of its own that the quota
+// stops waiting for at the timeout (the goroutine ends with the client's
+// own read timeout). Set ContextTimeoutEnabled.
+func NewRedis(client redis.UniversalClient, opts ...Option) *Redis {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if cfg.id == "" {
+		cfg.id = defaultProcessID()
+	}
+	r := &Redis{
+		c:     client,
+		cfg:   cfg,
+		guard: !honoursContext(client),
+		base:  time.Now(),
+		keys:  make(map[string]*keyState),
+		kick:  make(chan struct{}, 1),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	go r.loop()
+	return r
+}
+
+func honoursContext(c redis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// Stats counts what a Redis quota did since it was created.
+type Stats struct {
+	// Reservations is the number of Reserve calls that returned a wait.
+	Reservations int64
+	// RoundTrips is the number of scripts sent to Redis, heartbeats
+	// included.
+	RoundTrips int64
+	// Errors is the number of those that failed.
+	Errors int64
+	// Degraded is the number of reservations decided without Redis, by the
+	// FailureMode.
+	Degraded int64
+	// Leased is the number of reservations served from a lease.
+	Leased int64
+}
+
+// Stats returns a snapshot of the counters.
+func (r *Redis) Stats() Stats {
+	return Stats{
+		Reservations: r.stats.reservations.Load(),
+		RoundTrips:   r.stats.roundTrips.Load(),
+		Errors:       r.stats.errors.Load(),
+		Degraded:     r.stats.degraded.Load(),
+		Leased:       r.stats.leased.Load(),
+	}
+}
+
+// Live returns the number of processes announced for key when the
+// heartbeat last looked, zero if it has not yet.
+func (r *Redis) Live(key string) int {
+	r.mu.Lock()
+	ks := r.keys[key]
+	r.mu.Unlock()
+	if ks == nil {
+		return 0
+	}
+	return int(ks.live.Load())
+}
+
+// KeyNames returns the names of the Redis keys that hold key's quota and
+// its processes. They name a hash of key, never key itself, which may be a
+// credential.
+func (r *Redis) KeyNames(key string) (quota, procs string) {
+	sum := sha256.Sum256([]byte(key))
+	tag := r.cfg.prefix + ":{" + hex.EncodeToString(sum[:12]) + "}:"
+	return tag + "q", tag + "procs"
+}
+
+// Reserve spends cost units of each of limits for one request on key, in
+// every process sharing the Redis, and returns how long from now the
+// request must wait: until the later of the key's shared pause and its GCRA
+// departure over all of limits at once. It implements headway.SharedQuota.
+//
+// When Redis fails or times out, Reserve decides by the FailureMode; it
+// returns an error only under FailClosed, for invalid limits, after Close,
+// or when ctx is done.
+func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit, cost int) (time.Duration, error) {
+	if r.closed.Load() {
+		return 0, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if cost < 0 {
+		return 0, ErrInvalidLimit
+	}
+	for _, l := range limits {
+		if l.Count <= 0 || l.Period <= 0 {
+			return 0, ErrInvalidLimit
+		}
+	}
+	ks := r.state(key)
+	if r.cfg.leaseSize > 1 && oneUnit(limits, cost) {
+		return r.reserveLease(ctx, ks, limits)
+	}
+	if err := r.usable(); err != nil {
+		return r.degrade(ks, limits, cost, err)
+	}
+	ks.mu.Lock()
+	args := ks.argsFor(limits, cost, 1, r.marginMs())
+	ks.mu.Unlock()
+	v, err := r.eval(ctx, reserveScript, ks.hashKey, args)
+	if err == nil {
+		var waits [1]int64
+		var w []int64
+		w, err = waitsReply(waits[:0], v, 1)
+		if err == nil {
+			r.up()
+			r.stats.reservations.Add(1)
+			return time.Duration(w[0]) * time.Microsecond, nil
+		}
+	}
+	if ctx.Err() != nil {
+		r.probing.Store(false)
+		return 0, ctx.Err()
+	}
+	r.down(err)
+	return r.degrade(ks, limits, cost, err)
+}
+
+// Pause makes every process wait d from now before its next request on
+// key; a shorter pause never cuts a longer one short. The pause is kept in
+// Redis, in Redis's clock, and in this process, so that Fallback honours it
+// too. It implements headway.SharedQuota.
+func (r *Redis) Pause(ctx context.Context, key string, d time.Duration) error {
+	if r.closed.Load() {
+		return ErrClosed
+	}
+	if d <= 0 {
+		return nil
+	}
+	ks := r.state(key)
+	now := r.now()
+	ks.mu.Lock()
+	ks.pauseUntil = max(ks.pauseUntil, now+int64(d))
+	ks.slots = ks.slots[:0] // leased slots are not worth keeping past a pause
+	ks.mu.Unlock()
+	if err := r.usable(); err != nil {
+		return err
+	}
+	us := (int64(d) + 999) / 1000
+	v, err := r.eval(ctx, pauseScript, ks.hashKey, []any{us, r.marginMs()})
+	if err == nil {
+		var left int64
+		if left, err = intReply("pause", v); err == nil {
+			r.up()
+			ks.mu.Lock()
+			ks.pauseUntil = max(ks.pauseUntil, r.now()+left*1000)
+			ks.mu.Unlock()
+			return nil
+		}
+	}
+	if ctx.Err() != nil {
+		r.probing.Store(false)
+		return ctx.Err()
+	}
+	r.down(err)
+	return err
+}
+
+// Close stops the heartbeat, withdraws this process's announcements, and
+// makes every later call fail with ErrClosed. It returns once the heartbeat
+// goroutine has ended. Calling it again does nothing.
+func (r *Redis) Close() error {
+	r.closeOnce.Do(func() {
+		r.closed.Store(true)
+		close(r.stop)
+		<-r.done
+		r.mu.Lock()
+		keys := make([]*keyState, 0, len(r.keys))
+		for _, ks := range r.keys {
+			keys = append(keys, ks)
+		}
+		clear(r.keys)
+		r.mu.Unlock()
+		if r.usable() == nil {
+			for _, ks := range keys {
+				if _, err := r.eval(context.Background(), heartbeatScript, ks.procsKey, r.beatArgs(true)); err != nil {
+					break
+				}
+			}
+		}
+	})
+	return nil
+}
+
+// state returns the state of key, creating it if needed.
+func (r *Redis) state(key string) *keyState {
+	now := r.now()
+	r.mu.Lock()
+	ks := r.keys[key]
+	if ks == nil {
+		ks = &keyState{leaseSem: make(chan struct{}, 1)}
+		ks.hashKey, ks.procsKey = r.KeyNames(key)
+		r.keys[key] = ks
+		select { // announce the process for the new key at once
+		case r.kick <- struct{}{}:
+		default:
+		}
+	}
+	r.mu.Unlock()
+	ks.lastUsed.Store(now)
+	return ks
+}
+
+// argsFor returns the reserve script's arguments for slots slots of cost
+// units each. The caller locks ks.
+func (ks *keyState) argsFor(limits []headway.Limit, cost, slots int, margin int64) []any {
+	if cost == 1 && slots == 1 && ks.args != nil && sameLimits(limits, ks.argLimits) {
+		return ks.args
+	}
+	args := make([]any, 0, 2+4*len(limits))
+	args = append(args, slots, margin)
+	for _, l := range limits {
+		iv := max((int64(l.Interval())+999)/1000, 1) // µs, rounded up: never faster than the limit
+		b := burstOf(l)
+		field := strconv.FormatInt(iv, 10) + ":" + strconv.FormatInt(b, 10)
+		units := int64(cost)
+		if l.Unweighted {
+			field += ":r"
+			units = 1
+		}
+		args = append(args, field, iv, b, units)
+	}
+	if cost == 1 && slots == 1 {
+		ks.args = args
+		ks.argLimits = append(ks.argLimits[:0], limits...)
+	}
+	return args
+}
+
+// oneUnit reports whether a request of cost spends one unit of every limit.
+func oneUnit(limits []headway.Limit, cost int) bool {
+	if cost == 1 {
+		return true
+	}
+	for _, l := range limits {
+		if !l.Unweighted {
+			return false
+		}
+	}
+	return true
+}
+
+// degrade decides a reservation without Redis, by the FailureMode.
+func (r *Redis) degrade(ks *keyState, limits []headway.Limit, cost int, err error) (time.Duration, error) {
+	var re *ReplyError
+	if !errors.As(err, &re) && !errors.Is(err, ErrUnavailable) {
+		err = &UnavailableError{Op: "reserve", Err: err}
+	}
+	switch r.cfg.mode {
+	case FailOpen:
+		r.stats.degraded.Add(1)
+		r.stats.reservations.Add(1)
+		return 0, nil
+	case FailClosed:
+		return 0, err
+	}
+	r.stats.degraded.Add(1)
+	r.stats.reservations.Add(1)
+	now := r.now()
+	ks.mu.Lock()
+	ks.local.configure(limits, ks.live.Load())
+	d := ks.local.reserve(now, ks.pauseUntil, int64(cost))
+	ks.mu.Unlock()
+	return time.Duration(d - now), nil
+}
+
+// eval runs script on key within the timeout.
+func (r *Redis) eval(ctx context.Context, script *redis.Script, key string, args []any) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.timeout)
+	defer cancel()
+	r.stats.roundTrips.Add(1)
+	keys := []string{key}
+	var v any
+	var err error
+	if r.guard {
+		type result struct {
+			v   any
+			err error
+		}
+		ch := make(chan result, 1)
+		go func() {
+			v, err := script.Run(ctx, r.c, keys, args...).Result()
+			ch <- result{v, err}
+		}()
+		select {
+		case res := <-ch:
+			v, err = res.v, res.err
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	} else {
+		v, err = script.Run(ctx, r.c, keys, args...).Result()
+	}
+	if err != nil {
+		r.stats.errors.Add(1)
+		return nil, &UnavailableError{Op: scriptName(script), Err: err}
+	}
+	return v, nil
+}
+
+func scriptName(s *redis.Script) string {
+	switch s {
+	case reserveScript:
+		return "reserve"
+	case pauseScript:
+		return "pause"
+	}
+	return "heartbeat"
+}
+
+// usable returns nil when Redis may be asked: it is up, or it has been down
+// for the retry interval and this caller is the one to try it again.
+func (r *Redis) usable() error {
+	until := r.downUntil.Load()
+	if until == 0 {
+		return nil
+	}
+	if r.now() >= until && r.probing.CompareAndSwap(false, true) {
+		return nil
+	}
+	if p := r.lastErr.Load(); p != nil {
+		return *p
+	}
+	return ErrUnavailable
+}
+
+// up notes a successful call.
+func (r *Redis) up() {
+	if r.downUntil.Load() != 0 {
+		r.downUntil.Store(0)
+		r.probing.Store(false)
+	}
+}
+
+// down notes a failed call: Redis is left alone for the retry interval.
+func (r *Redis) down(err error) {
+	if errors.Is(err, ErrBadReply) {
+		return // Redis answered: it is up, the reply is what is wrong
+	}
+	r.lastErr.Store(&err)
+	r.downUntil.Store(max(r.now()+int64(r.cfg.retry), 1))
+	r.probing.Store(false)
+}
+
+func (r *Redis) now() int64 { return int64(time.Since(r.base)) }
+
+func (r *Redis) marginMs() int64 { return max(int64(r.cfg.ttlMargin/time.Millisecond), 1) }

@@ -1,0 +1,238 @@
+package sharedquota
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/headway-go/headway"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(helperMain(mode))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func newQuota(t testing.TB, c redis.UniversalClient, opts ...Option) *Redis {
+	t.Helper()
+	q := NewRedis(c, append([]Option{WithPrefix(testPrefix(t))}, opts...)...)
+	t.Cleanup(func() { q.Close() })
+	return q
+}
+
+func reserve(t testing.TB, q *Redis, key string, cost int, limits ...headway.Limit) time.Duration {
+	t.Helper()
+	d, err := q.Reserve(context.Background(), key, limits, cost)
+	if err != nil {
+		t.Fatalf("Reserve: %v", err)
+	}
+	return d
+}
+
+// near reports whether d is want, within the time a few calls to Redis
+// take.
+func near(d, want time.Duration) bool {
+	return d <= want && d >= want-30*time.Millisecond
+}
+
+func TestReserveGCRA(t *testing.T) {
+	c := newClient(t, redisAddr(t))
+	q := newQuota(t, c)
+	lim := headway.PerSecond(10).WithBurst(3) // T = 100ms
+	for i := range 3 {
+		if d := reserve(t, q, "tok", 1, lim); d != 0 {
+			t.Fatalf("reservation %d within the burst waits %v", i, d)
+		}
+	}
+	for i := 1; i <= 3; i++ {
+		if d := reserve(t, q, "tok", 1, lim); !near(d, time.Duration(i)*100*time.Millisecond) {
+			t.Fatalf("reservation %d past the burst waits %v, want about %v", i, d, time.Duration(i)*100*time.Millisecond)
+		}
+	}
+	// A cost of 2 spends two intervals; a request-counting limit one.
+	if d := reserve(t, q, "cost", 2, lim); d != 0 {
+		t.Fatalf("first cost-2 reservation waits %v", d)
+	}
+	if d := reserve(t, q, "cost", 2, lim); !near(d, 100*time.Millisecond) {
+		t.Fatalf("second cost-2 reservation waits %v, want about 100ms", d)
+	}
+	if d := reserve(t, q, "unweighted", 5, lim.Requests()); d != 0 {
+		t.Fatalf("a request-counting limit charged the cost: wait %v", d)
+	}
+}
+
+func TestReserveAllLimitsAtOnce(t *testing.T) {
+	c := newClient(t, redisAddr(t))
+	q := newQuota(t, c)
+	fast := headway.PerSecond(100).WithBurst(10) // 10ms
+	slow := headway.PerSecond(5).WithBurst(2)    // 200ms
+	reserve(t, q, "k", 1, fast, slow)
+	reserve(t, q, "k", 1, fast, slow)
+	// The slow limit holds the third request 200ms; the fast one alone
+	// would let it go.
+	if d := reserve(t, q, "k", 1, fast, slow); !near(d, 200*time.Millisecond) {
+		t.Fatalf("third request waits %v, want about 200ms", d)
+	}
+	// As in the in-process pacer, the departure moved every limit's TAT
+	// to itself plus one interval: the fast limit's TAT is now 210ms, so a
+	// request on it alone may leave 9 intervals before: at 120ms.
+	if d := reserve(t, q, "k", 1, fast); !near(d, 120*time.Millisecond) {
+		t.Fatalf("the fast limit alone waits %v, want about 120ms", d)
+	}
+}
+
+func TestKeysHashedTaggedAndExpiring(t *testing.T) {
+	c := newClient(t, redisAddr(t))
+	prefix := testPrefix(t)
+	q := NewRedis(c, WithPrefix(prefix), WithHeartbeat(100*time.Millisecond))
+	defer q.Close()
+	secret := "Bearer sk-live-secret"
+	reserve(t, q, secret, 1, headway.PerSecond(10).WithBurst(2))
+	if err := q.Pause(context.Background(), secret, 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Second, func() bool { return q.Live(secret) == 1 })
+	quota, procs := q.KeyNames(secret)
+	keys, err := c.Keys(context.Background(), prefix+":*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 2 {
+		t.Fatalf("keys %v, want %s and %s", keys, quota, procs)
+	}
+	tag := quota[strings.Index(quota, "{"):strings.Index(quota, "}")]
+	for _, k := range keys {
+		if strings.Contains(k, "secret") || strings.Contains(k, "sk-live") {
+			t.Errorf("key name %q holds the user's key", k)
+		}
+		if !strings.Contains(k, tag+"}") {
+			t.Errorf("key %q lacks the hash tag %s}", k, tag)
+		}
+		ttl, err := c.PTTL(context.Background(), k).Result()
+		if err != nil || ttl <= 0 || ttl > 5*time.Second {
+			t.Errorf("key %q: TTL %v (%v), want a short positive one", k, ttl, err)
+		}
+	}
+}
+
+func TestPauseShared(t *testing.T) {
+	addr := redisAddr(t)
+	a := newQuota(t, newClient(t, addr))
+	b := NewRedis(newClient(t, addr), WithPrefix(a.cfg.prefix))
+	defer b.Close()
+	lim := headway.PerSecond(1000).WithBurst(100)
+	if err := a.Pause(context.Background(), "k", 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if d := reserve(t, b, "k", 1, lim); !near(d, 300*time.Millisecond) {
+		t.Fatalf("the other process waits %v, want about 300ms", d)
+	}
+	// A shorter pause does not cut the longer one.
+	if err := b.Pause(context.Background(), "k", 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if d := reserve(t, a, "k", 1, lim); d < 250*time.Millisecond {
+		t.Fatalf("a shorter pause cut the longer one: wait %v", d)
+	}
+	// A pause holds even a key without limits.
+	if d := reserve(t, a, "k", 1); d < 250*time.Millisecond {
+		t.Fatalf("no limits: wait %v", d)
+	}
+}
+
+func TestScriptFlush(t *testing.T) {
+	c := newClient(t, redisAddr(t))
+	q := newQuota(t, c)
+	lim := headway.PerSecond(10).WithBurst(1)
+	reserve(t, q, "k", 1, lim)
+	if err := c.ScriptFlush(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d := reserve(t, q, "k", 1, lim); !near(d, 100*time.Millisecond) {
+		t.Fatalf("after SCRIPT FLUSH: wait %v, want about 100ms", d)
+	}
+	if err := q.Pause(context.Background(), "k", time.Millisecond); err != nil {
+		t.Fatalf("Pause after SCRIPT FLUSH: %v", err)
+	}
+	if s := q.Stats(); s.Errors != 0 || s.Degraded != 0 {
+		t.Fatalf("stats %+v, want no errors", s)
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	c := newClient(t, redisAddr(t))
+	q := newQuota(t, c)
+	if _, err := q.Reserve(context.Background(), "k", []headway.Limit{{}}, 1); !errors.Is(err, ErrInvalidLimit) {
+		t.Fatalf("zero limit: %v", err)
+	}
+	if _, err := q.Reserve(context.Background(), "k", nil, -1); !errors.Is(err, ErrInvalidLimit) {
+		t.Fatalf("negative cost: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := q.Reserve(ctx, "k", nil, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+	q.Close()
+	if _, err := q.Reserve(context.Background(), "k", nil, 1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+	if err := q.Pause(context.Background(), "k", time.Second); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Pause after Close: %v", err)
+	}
+}
+
+func TestReplyChecks(t *testing.T) {
+	for _, v := range []any{nil, "x", int64(3), []any{"1"}, []any{int64(-1)}, []any{int64(1), int64(2)}} {
+		_, err := waitsReply(nil, v, 1)
+		var re *ReplyError
+		if !errors.As(err, &re) || !errors.Is(err, ErrBadReply) || !strings.HasPrefix(err.Error(), "sharedquota: ") {
+			t.Errorf("waitsReply(%#v) = %v", v, err)
+		}
+	}
+	if _, err := intReply("pause", "1"); !errors.Is(err, ErrBadReply) {
+		t.Errorf("intReply(string) = %v", err)
+	}
+	if w, err := waitsReply(nil, []any{int64(0), int64(7)}, 2); err != nil || w[1] != 7 {
+		t.Errorf("waitsReply(good) = %v, %v", w, err)
+	}
+	ue := &UnavailableError{Op: "reserve", Err: context.DeadlineExceeded}
+	if !errors.Is(ue, ErrUnavailable) || !errors.Is(ue, context.DeadlineExceeded) {
+		t.Errorf("UnavailableError does not unwrap: %v", ue)
+	}
+}
+
+func TestLargeTimestampsRoundTrip(t *testing.T) {
+	// The TAT is kept in µs of Unix time (16 digits): check that the
+	// script writes it exactly, not rounded to 14 digits by tostring.
+	c := newClient(t, redisAddr(t))
+	q := newQuota(t, c)
+	lim := headway.Every(3 * time.Second).WithBurst(1) // T = 3000000µs
+	reserve(t, q, "k", 1, lim)
+	quota, _ := q.KeyNames("k")
+	v, err := c.HGet(context.Background(), quota, "3000000:1").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v) < 16 || strings.ContainsAny(v, "e.") {
+		t.Fatalf("TAT stored as %q", v)
+	}
+}
+
+func waitFor(t testing.TB, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in time")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
