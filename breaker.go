@@ -158,6 +158,8 @@ type breaker struct {
 	pending    []stateChange // changes not yet delivered to hook, oldest first
 	delivering bool          // a goroutine is delivering pending
 	npending   atomic.Int32  // len(pending), read without mu
+
+	lastState atomic.Uint32 // the BreakerState after the last change, for metrics
 }
 
 type stateChange struct{ from, to BreakerState }
@@ -271,6 +273,7 @@ func (b *breaker) onChange(_ string, from, to gobreaker.State) {
 	if to == gobreaker.StateOpen {
 		b.openedAt = time.Now()
 	}
+	b.lastState.Store(uint32(to))
 	if b.hook != nil {
 		b.pending = append(b.pending, stateChange{BreakerState(from), BreakerState(to)})
 		b.npending.Add(1)

@@ -78,7 +78,7 @@ func (kt *keyTable) get(key string, t *Transport, req *http.Request) *keyState {
 	if len(s.m) >= s.sweepAfter {
 		s.sweep(t.now())
 	}
-	k = t.newKey(req)
+	k = t.newKey(key, req)
 	s.m[key] = k
 	return k
 }

@@ -31,6 +31,8 @@ type config struct {
 	retry         RetryOptions
 	breaker       *BreakerSettings
 	shared        SharedQuota
+
+	obs obsConfig // metrics, logging and hooks; see metrics.go, log.go, hooks.go
 }
 
 func defaultConfig() config {

@@ -28,6 +28,7 @@ type Transport struct {
 	hosts  hostTable
 	epoch  time.Time
 	stats  struct{ throttled, retries atomic.Int64 }
+	obs    *observer // nil without metrics, logger or hooks
 }
 
 // New returns a Transport that sends requests through base once their key's
@@ -56,6 +57,9 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	t.parser = SignalParser{Dialects: cfg.dialects, MaxWait: cfg.maxRetryAfter}
 	t.retry = newRetryPolicy(cfg.retry)
 	t.keys.seed = maphash.MakeSeed()
+	if t.obs = newObserver(cfg.obs); t.obs != nil && t.obs.m != nil {
+		t.obs.m.register(t)
+	}
 	return t
 }
 
@@ -95,10 +99,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	cost := t.cfg.costOf(req)
 	if cost < 0 {
 		closeBody(req)
-		return nil, &CostError{Cost: int(cost)}
+		err := &CostError{Cost: int(cost)}
+		if t.obs != nil {
+			t.obs.rejected(req.Context(), req, t.cfg.keyFunc(req), 1, err)
+		}
+		return nil, err
 	}
 	key := t.cfg.keyFunc(req)
 	ctx := req.Context()
+	o := t.obs
 	var (
 		r    *retrier       // the retries; made up front only for a body
 		last *http.Response // the last response, kept while its retry waits
@@ -111,7 +120,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		defer r.close()
 	}
 	for attempt := 1; ; attempt++ {
+		var asked time.Time
+		if o != nil {
+			asked = time.Now()
+		}
 		k, dep, done, err := t.admit(ctx, key, req, cost, attempt > 1)
+		if o != nil {
+			if err != nil {
+				o.rejected(ctx, req, key, attempt, err)
+			} else {
+				o.admitted(ctx, req, key, attempt, time.Since(asked))
+			}
+		}
 		if err != nil {
 			switch {
 			case attempt == 1 && r == nil:
@@ -145,6 +165,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			last = nil
 		}
 		resp, err := t.base.RoundTrip(out)
+		if o != nil {
+			o.sent(ctx, req, key, err)
+		}
 		if k.br != nil {
 			done(classify(resp, err, ctx.Err()))
 		}
@@ -160,6 +183,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			if sig.Throttled {
 				t.stats.throttled.Add(1)
+				if o != nil {
+					o.throttled(ctx, req, key, attempt, resp, &sig)
+				}
 			}
 		}
 		if r == nil {
@@ -187,6 +213,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			// The key's pause and pace say when it goes again: a retry
 			// queues ahead of new work as soon as they allow it.
 			delay = 0
+		}
+		if o != nil {
+			o.retry(ctx, req, key, attempt+1, delay, resp, err)
 		}
 		if err := sleep(ctx, delay); err != nil {
 			if last != nil {
@@ -304,13 +333,17 @@ func (t *Transport) track(k *keyState, resp *http.Response) *http.Response {
 	return resp
 }
 
-func (t *Transport) newKey(req *http.Request) *keyState {
+func (t *Transport) newKey(key string, req *http.Request) *keyState {
 	lims := t.cfg.limitsFor(req)
 	k := &keyState{t: t, lims: lims, pacer: newPacer(lims), hostName: req.URL.Host}
 	k.host = t.hosts.get(k.hostName)
 	k.budget = t.retry.newBudget(t.epoch)
 	if t.cfg.breaker != nil {
-		k.br = newBreaker(k.hostName, *t.cfg.breaker)
+		s := *t.cfg.breaker
+		if t.obs != nil {
+			s.OnStateChange = t.obs.breakerHook(key, k.hostName, s.OnStateChange)
+		}
+		k.br = newBreaker(key, s)
 	}
 	k.probing.Store(len(lims) == 0)
 	if len(lims) == 0 {
