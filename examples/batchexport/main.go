@@ -12,6 +12,13 @@
 //	go run ./fakeserver/cmd/fakeserver -addr 127.0.0.1:8080 -rate 50 -burst 10 &
 //	go run ./examples/batchexport -url http://127.0.0.1:8080
 //
+// With -metrics ADDR it serves headway's OpenTelemetry metrics in the
+// Prometheus exposition format at http://ADDR/metrics while it runs,
+// through the OpenTelemetry Prometheus exporter:
+//
+//	go run ./examples/batchexport -metrics 127.0.0.1:9464 &
+//	curl -s http://127.0.0.1:9464/metrics | grep headway_
+//
 // It ends with a summary: records, elapsed time, the rate achieved after
 // the initial burst against the limit, the 429s received and the retries.
 // It exits with status 1 if a record could not be exported or a 429 came
@@ -27,6 +34,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -37,7 +45,12 @@ import (
 
 	"github.com/headway-go/headway"
 	"github.com/headway-go/headway/fakeserver"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/schollz/progressbar/v3"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"golang.org/x/term"
 )
 
@@ -48,6 +61,8 @@ type config struct {
 	workers  int
 	url      string
 	progress string
+	metrics  string               // -metrics: where to serve them; empty: nowhere
+	mp       metric.MeterProvider // headway reports to it; nil: no metrics
 }
 
 // summary is what one export did.
@@ -80,11 +95,21 @@ func main() {
 	flag.IntVar(&cfg.workers, "workers", 32, "concurrent workers")
 	flag.StringVar(&cfg.url, "url", "", "base URL of an external API (default: start the fake API in-process)")
 	flag.StringVar(&cfg.progress, "progress", "auto", "progress display: bar, lines or auto (a bar on a terminal)")
+	flag.StringVar(&cfg.metrics, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics while exporting (default: none)")
 	flag.Parse()
 	log.SetFlags(0)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if cfg.metrics != "" {
+		mp, addr, stopMetrics, err := serveMetrics(cfg.metrics)
+		if err != nil {
+			log.Fatalf("batchexport: %v", err)
+		}
+		defer stopMetrics()
+		cfg.mp = mp
+		fmt.Fprintf(os.Stderr, "metrics at http://%s/metrics\n", addr)
+	}
 	sum, err := run(ctx, cfg, os.Stderr)
 	if err != nil {
 		log.Fatalf("batchexport: %v", err)
@@ -116,7 +141,11 @@ func run(ctx context.Context, cfg config, progressOut io.Writer) (summary, error
 	limit := headway.PerSecond(cfg.rate).WithBurst(max(cfg.burst-1, 1))
 	httpTransport := http.DefaultTransport.(*http.Transport).Clone()
 	httpTransport.MaxIdleConnsPerHost = cfg.workers
-	hw := headway.New(httpTransport, headway.WithLimit(limit))
+	opts := []headway.Option{headway.WithLimit(limit)}
+	if cfg.mp != nil {
+		opts = append(opts, headway.WithMeterProvider(cfg.mp))
+	}
+	hw := headway.New(httpTransport, opts...)
 	client := &http.Client{Transport: hw, Timeout: time.Minute}
 	defer httpTransport.CloseIdleConnections()
 
@@ -210,6 +239,35 @@ feed:
 		sum.ServerStats = after
 	}
 	return sum, ctx.Err()
+}
+
+// serveMetrics serves, at http://addr/metrics, the metrics reported to the
+// MeterProvider it returns, in the Prometheus exposition format, until
+// stop is called. It returns the address it listens on.
+func serveMetrics(addr string) (mp *sdkmetric.MeterProvider, at string, stop func(), err error) {
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		return nil, "", nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	return mp, ln.Addr().String(), func() {
+		srv.Close()
+		<-done
+		_ = mp.Shutdown(context.Background())
+	}, nil
 }
 
 // fetchStats reads the fake server's counters, if the server has them.

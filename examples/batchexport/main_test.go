@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"io"
+	"net/http"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -27,4 +29,38 @@ func TestExportAgainstTheFakeServer(t *testing.T) {
 		t.Fatalf("server saw %+v, want 100 admitted", st)
 	}
 	t.Logf("%.1f/s against 50/s, %d 429s, %d retries", sum.Rate, sum.TooMany, sum.Retries)
+}
+
+// TestMetricsAreServed runs a short export with metrics served on a free
+// port: the Prometheus page shows headway's counters.
+func TestMetricsAreServed(t *testing.T) {
+	mp, addr, stop, err := serveMetrics("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	sum, err := run(context.Background(), config{records: 20, rate: 50, burst: 10, workers: 4, progress: "lines", mp: mp}, io.Discard)
+	if err != nil || sum.Records != 20 {
+		t.Fatalf("exported %d: %v", sum.Records, err)
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	page := string(body)
+	for _, want := range []string{
+		`headway_requests_total{otel_scope_name="github.com/headway-go/headway"`,
+		`outcome="sent"`,
+		"headway_queue_wait_seconds_bucket",
+		"headway_queue_length",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the metrics page lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(page)
+	}
 }
