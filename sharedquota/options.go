@@ -4,8 +4,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
 )
 
 // A FailureMode says what Reserve does when Redis cannot answer in time.
@@ -54,6 +57,8 @@ type config struct {
 	prefix      string
 	id          string
 	ttlMargin   time.Duration
+	mp          metric.MeterProvider // nil: no metrics
+	log         *slog.Logger         // nil: no logging
 }
 
 func defaultConfig() config {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/headway-go/headway"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Redis is a headway.SharedQuota kept in Redis: one quota, and one pause,
@@ -40,6 +42,8 @@ type Redis struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	closed    atomic.Bool
+
+	metricsReg metric.Registration // nil without WithMeterProvider
 }
 
 var _ headway.SharedQuota = (*Redis)(nil)
@@ -88,6 +92,7 @@ func NewRedis(client redis.UniversalClient, opts ...Option) *Redis {
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
 	}
+	r.registerMetrics()
 	go r.loop()
 	return r
 }
@@ -250,6 +255,9 @@ func (r *Redis) Pause(ctx context.Context, key string, d time.Duration) error {
 func (r *Redis) Close() error {
 	r.closeOnce.Do(func() {
 		r.closed.Store(true)
+		if r.metricsReg != nil {
+			_ = r.metricsReg.Unregister()
+		}
 		close(r.stop)
 		<-r.done
 		r.mu.Lock()
@@ -415,7 +423,9 @@ func (r *Redis) usable() error {
 // up notes a successful call.
 func (r *Redis) up() {
 	if r.downUntil.Load() != 0 {
-		r.downUntil.Store(0)
+		if r.downUntil.Swap(0) != 0 {
+			r.logInfo("headway/sharedquota: Redis is back: shared pacing resumes")
+		}
 		r.probing.Store(false)
 	}
 }
@@ -426,7 +436,10 @@ func (r *Redis) down(err error) {
 		return // Redis answered: it is up, the reply is what is wrong
 	}
 	r.lastErr.Store(&err)
-	r.downUntil.Store(max(r.now()+int64(r.cfg.retry), 1))
+	if r.downUntil.Swap(max(r.now()+int64(r.cfg.retry), 1)) == 0 {
+		r.logInfo("headway/sharedquota: Redis unavailable: each key falls back to its failure mode",
+			slog.String("mode", r.cfg.mode.String()), slog.String("err", err.Error()))
+	}
 	r.probing.Store(false)
 }
 
