@@ -380,8 +380,10 @@ func allDigits(s string) bool {
 // Retry-After pauses the key. Slack panics if tier is not 1 to 4.
 //
 // Source: api.slack.com/apis/rate-limits (docs.slack.dev), as published in 2025.
-// Slack cut conversations.history and conversations.replies to 1 request
-// a minute for new non-Marketplace apps from 2025-05-29.
+// Slack has announced lower limits for conversations.history and
+// conversations.replies (1 request a minute, as announced and not checked
+// since) for commercially distributed apps outside its Marketplace, created
+// from 2025-05-29: such an app should use Slack(1) for them.
 func Slack(tier int) Preset {
 	perMinute := map[int]int{1: 1, 2: 20, 3: 50, 4: 100}[tier]
 	if perMinute == 0 {
