@@ -36,6 +36,10 @@ type Preset struct {
 	// matched without regard to case, with the request's port first and
 	// then without it, as in WithHostLimit. It must not be empty.
 	Host string
+	// PathPrefix, when set, narrows the preset to the requests for Host
+	// whose path begins with it, such as "/search/": its limits then apply
+	// before Host's own, so GitHub() and GitHubSearch() share a Transport.
+	PathPrefix string
 	// Limits are the limits of every key of Host (see WithHostLimit).
 	// Empty means none: the key sends one request and waits for its
 	// answer before sending more, then paces to what the server says.
@@ -54,13 +58,17 @@ func (p Preset) apply(c *config) {
 	if host == "" {
 		panic(fmt.Sprintf("headway: preset %q has no Host", p.Name))
 	}
-	WithHostLimit(host, p.Limits...).apply(c)
+	if p.PathPrefix == "" {
+		WithHostLimit(host, p.Limits...).apply(c)
+	} else {
+		c.routeLimits = append(c.routeLimits, routeLimit{host: host, prefix: p.PathPrefix, limits: append([]Limit(nil), p.Limits...)})
+	}
 	if p.Key == nil {
 		return
 	}
-	key, next := p.Key, c.keyFunc
+	key, next, prefix := p.Key, c.keyFunc, p.PathPrefix
 	c.keyFunc = func(req *http.Request) string {
-		if matchHost(req, host) {
+		if matchHost(req, host) && strings.HasPrefix(req.URL.Path, prefix) {
 			return key(req)
 		}
 		return next(req)
@@ -144,10 +152,11 @@ func GitHub() Preset {
 // minute without a token).
 func GitHubSearch() Preset {
 	return Preset{
-		Name:   "github-search",
-		Host:   "api.github.com",
-		Limits: []Limit{PerMinute(30)},
-		Key:    keyGitHub,
+		Name:       "github-search",
+		Host:       "api.github.com",
+		PathPrefix: "/search/",
+		Limits:     []Limit{PerMinute(30)},
+		Key:        keyGitHub,
 	}
 }
 

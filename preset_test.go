@@ -553,3 +553,17 @@ func TestPresetInvalid(t *testing.T) {
 	Preset{Name: "x", Host: "api.example", Limits: []Limit{PerSecond(1)}}.apply(&cfg)
 	assert.Equal(t, "api.example", cfg.keyFunc(newGet("https://api.example/x", "", "")))
 }
+
+func TestGitHubAndItsSearchOnOneTransport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		stub := &stubRT{}
+		tr := New(stub, GitHub(), GitHubSearch())
+		start := time.Now()
+		sendAll(t, tr, "https://api.github.com/search/issues?q=x", 3, 1)
+		assert.Equal(t, []time.Duration{0, 2 * time.Second, 4 * time.Second}, offsets(start, stub.times()), "search: 30 a minute")
+		stub.sent = nil
+		start = time.Now()
+		sendAll(t, tr, "https://api.github.com/repos/a/b", 3, 1)
+		assert.Equal(t, []time.Duration{0, 720 * time.Millisecond, 1440 * time.Millisecond}, offsets(start, stub.times()), "core: 5,000 an hour")
+	})
+}
