@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
+	"github.com/failsafe-go/failsafe-go/ratelimiter"
 	"github.com/hashicorp/go-retryablehttp"
 	"golang.org/x/time/rate"
 
@@ -80,6 +81,23 @@ var Contenders = []Contender{
 				WithMaxRetries(3).
 				Build()
 			return &http.Client{Transport: failsafehttp.NewRoundTripper(base, rp)}
+		},
+	},
+	{
+		Name: "failsafe-go + rate limiter",
+		How: "the same retry policy composed with failsafe-go's own rate limiter set to the published rate, " +
+			"`failsafehttp.NewRoundTripper(base, retryPolicy, ratelimiter.NewSmoothBuilder[*http.Response](rate, time.Second).WithMaxWaitTime(time.Minute).Build())`: " +
+			"the retry policy outermost, so that every attempt waits for a permit. The smooth limiter (one request every 1/rate s) is the one that never exceeds a bucket of the published rate; " +
+			"its bursty one admits the whole count at the start of each period, beyond the burst.",
+		New: func(base http.RoundTripper, r, _ int) *http.Client {
+			rp := failsafehttp.NewRetryPolicyBuilder().
+				WithBackoff(time.Second, 30*time.Second).
+				WithMaxRetries(3).
+				Build()
+			rl := ratelimiter.NewSmoothBuilder[*http.Response](uint(r), time.Second).
+				WithMaxWaitTime(time.Minute).
+				Build()
+			return &http.Client{Transport: failsafehttp.NewRoundTripper(base, rp, rl)}
 		},
 	},
 }
