@@ -85,7 +85,7 @@ func Report(results []Result, s Scenario, m Machine, took time.Duration) string 
 	p("They differ in what follows a throttle: the hand-written `x/time/rate` retry sleeps only the throttled request, so the other workers go on ")
 	p("sending during the pause (its \"sent during a pause\" column), where headway pauses the whole key. ")
 	p("headway is set one below the burst, as a margin; failsafe-go's smooth limiter has no burst at all, which costs it a little at the start.\n")
-	p("- headway **without a limit** reaches the same pace wherever the server states its quota (ietf-11, ietf-06, github, openai, shopify, discord): ")
+	p("- headway **without a limit** comes within a few percent of that pace wherever the server states its quota (ietf-11, ietf-06, github, openai, shopify, discord): ")
 	p("it needs no configuration there. Where the server says nothing but a 429 (bare, retry-after), it has only throttles to learn from: ")
 	p("it collects some, requests already in flight arrive during the pause, and a request throttled on each of its 4 attempts is handed back as failed.\n")
 	p("- go-retryablehttp and failsafe-go's retry policy do not pace: the workers send as fast as the server answers, most requests are throttled, ")
