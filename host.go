@@ -69,8 +69,12 @@ func (c *clockOffset) observe(date, sent, recv time.Time) {
 	c.lo, c.hi, c.n = max(c.lo, lo), min(c.hi, hi), c.n+1
 }
 
-// estimate returns the middle of the bounds.
-func (c *clockOffset) estimate() time.Duration { return c.lo + (c.hi-c.lo)/2 }
+// estimate returns the offset to measure absolute times against: the
+// lowest the bounds allow. The server's clock is then never taken to be
+// ahead of where it may be, so a wait until an absolute instant is never
+// cut short; it is long by at most the width of the bounds, which narrows
+// as responses come.
+func (c *clockOffset) estimate() time.Duration { return c.lo }
 
 // hostTable holds the hostStates that keys point to, and drops each when
 // its last key goes.

@@ -20,6 +20,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 type config struct {
 	limits      []Limit            // for keys whose host has no limits of its own
 	hostLimits  map[string][]Limit // by host, lower case, with or without port
+	routeLimits []routeLimit       // by host and path prefix, before hostLimits; the last match wins
 	keyFunc     KeyFunc
 	costFunc    func(*http.Request) int
 	maxInFlight int
@@ -171,8 +172,20 @@ func (c *config) costOf(req *http.Request) int64 {
 	return 1
 }
 
+// routeLimit is the limits of the requests to host whose path begins with
+// prefix (see Preset.PathPrefix).
+type routeLimit struct {
+	host, prefix string
+	limits       []Limit
+}
+
 // limitsFor returns the limits of a new key whose first request is req.
 func (c *config) limitsFor(req *http.Request) []Limit {
+	for i := len(c.routeLimits) - 1; i >= 0 && req.URL != nil; i-- {
+		if r := c.routeLimits[i]; matchHost(req, r.host) && strings.HasPrefix(req.URL.Path, r.prefix) {
+			return r.limits
+		}
+	}
 	if len(c.hostLimits) > 0 && req.URL != nil {
 		host := strings.ToLower(req.URL.Host)
 		if l, ok := c.hostLimits[host]; ok {

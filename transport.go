@@ -53,6 +53,11 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 			mustValid(l)
 		}
 	}
+	for _, r := range cfg.routeLimits {
+		for _, l := range r.limits {
+			mustValid(l)
+		}
+	}
 	t := &Transport{base: base, cfg: cfg, epoch: time.Now()}
 	t.parser = SignalParser{Dialects: cfg.dialects, MaxWait: cfg.maxRetryAfter}
 	t.retry = newRetryPolicy(cfg.retry)

@@ -134,11 +134,11 @@ func run(ctx context.Context, cfg config, progressOut io.Writer) (summary, error
 		base = fs.URL
 	}
 
-	// Pace to the API's published limit. The client's burst is one below
-	// the server's: that one request of headroom absorbs the jitter of the
-	// network (a request can reach the server sooner than the one sent
-	// before it), at no cost to the steady rate.
-	limit := headway.PerSecond(cfg.rate).WithBurst(max(cfg.burst-1, 1))
+	// Pace to the API's published limit, with a burst a little below the
+	// server's: the requests of headroom absorb the jitter of the network
+	// and of a loaded machine (a request can reach the server sooner than
+	// the one sent before it), at no cost to the steady rate.
+	limit := headway.PerSecond(cfg.rate).WithBurst(clientBurst(cfg.burst))
 	httpTransport := http.DefaultTransport.(*http.Transport).Clone()
 	httpTransport.MaxIdleConnsPerHost = cfg.workers
 	opts := []headway.Option{headway.WithLimit(limit)}
@@ -227,7 +227,7 @@ feed:
 	}
 	// The rate after the initial burst: the requests after the burst over
 	// the time between the first and the last response.
-	if b := max(cfg.burst-1, 1); sent > b && last.After(first) {
+	if b := clientBurst(cfg.burst); sent > b && last.After(first) {
 		sum.Rate = float64(sent-b) / last.Sub(first).Seconds()
 	}
 	if after, err := fetchStats(ctx, client, base); err == nil {
@@ -268,6 +268,12 @@ func serveMetrics(addr string) (mp *sdkmetric.MeterProvider, at string, stop fun
 		<-done
 		_ = mp.Shutdown(context.Background())
 	}, nil
+}
+
+// clientBurst is the client's burst for a server whose burst is b: a
+// quarter of it (at least one request, if b allows) kept back for jitter.
+func clientBurst(b int) int {
+	return max(b-max(b/4, 1), 1)
 }
 
 // fetchStats reads the fake server's counters, if the server has them.

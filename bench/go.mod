@@ -1,0 +1,21 @@
+module github.com/headway-go/headway/bench
+
+go 1.26.0
+
+replace github.com/headway-go/headway => ../
+
+require (
+	github.com/failsafe-go/failsafe-go v0.9.8
+	github.com/hashicorp/go-retryablehttp v0.7.8
+	github.com/headway-go/headway v0.0.0-00010101000000-000000000000
+	golang.org/x/time v0.16.0
+)
+
+require (
+	github.com/bits-and-blooms/bitset v1.24.4 // indirect
+	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
+	github.com/dunglas/httpsfv v1.1.2 // indirect
+	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
+	github.com/influxdata/tdigest v0.0.1 // indirect
+	github.com/sony/gobreaker/v2 v2.4.0 // indirect
+)

@@ -1,0 +1,72 @@
+package headway_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/headway-go/headway"
+	"github.com/headway-go/headway/fakeserver"
+)
+
+// Two presets on one Transport: requests to api.notion.com are paced to
+// Notion's 3 a second, those to api.stripe.com to Stripe's test mode, each
+// per token, and neither holds up the other. Two fake servers, set up like
+// the two APIs, stand in for them here; in a program the base would be nil
+// (http.DefaultTransport). A preset can be changed before use, for an
+// account whose limits differ from the published ones.
+func ExamplePreset() {
+	// Both allow some bursts, which absorb the jitter of a real clock.
+	notion := fakeserver.New(fakeserver.Config{Limit: 3, Burst: 3, Key: fakeserver.KeyByHeader("Authorization")})
+	stripe := fakeserver.New(fakeserver.Config{Limit: 25, Burst: 10, Key: fakeserver.KeyByHeader("Authorization")})
+	base := hostMux{"api.notion.com": notion.Transport(), "api.stripe.com": stripe.Transport()}
+
+	github := headway.GitHub()
+	github.Limits = []headway.Limit{headway.PerHour(15000)} // say, an Enterprise Cloud app
+
+	t := headway.New(base, headway.Notion(), headway.StripeTest(), github)
+	client := &http.Client{Transport: t}
+	defer t.CloseIdleConnections()
+
+	start := time.Now()
+	var wg sync.WaitGroup
+	send := func(url, token string) {
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+			req.Header.Set("Authorization", token)
+			resp, err := client.Do(req)
+			if err != nil {
+				fmt.Println(err)
+				return
+			}
+			resp.Body.Close()
+		})
+	}
+	for i := range 4 {
+		send(fmt.Sprintf("https://api.notion.com/v1/pages/%d", i), "Bearer secret_1")
+	}
+	for i := range 10 {
+		send(fmt.Sprintf("https://api.stripe.com/v1/customers/cus_%d", i), "Bearer sk_test_1")
+	}
+	wg.Wait()
+
+	// Four Notion requests take at least three intervals of 1/3 s.
+	fmt.Println("took at least 1s:", time.Since(start) >= time.Second)
+	for name, s := range map[string]*fakeserver.Server{"notion": notion, "stripe": stripe} {
+		st := s.Stats()
+		fmt.Printf("%s: admitted %d, rejected %d\n", name, st.Admitted, st.Rejected)
+	}
+	// Unordered output:
+	// took at least 1s: true
+	// notion: admitted 4, rejected 0
+	// stripe: admitted 10, rejected 0
+}
+
+// hostMux sends each request to the RoundTripper of its host.
+type hostMux map[string]http.RoundTripper
+
+func (m hostMux) RoundTrip(req *http.Request) (*http.Response, error) {
+	return m[req.URL.Host].RoundTrip(req)
+}
