@@ -149,3 +149,26 @@ func (b *retryBudget) withdraw(now time.Time) bool {
 	bk.retries++
 	return true
 }
+
+// addAt adds n first attempts to the bucket of time index idx (the time
+// since the budget's epoch over its bucket width), if that bucket is still
+// in the window. Keys count their requests themselves and hand them over
+// when a bucket ends or a retry asks (see keyState.countRequest).
+func (b *retryBudget) addAt(idx, n int64) {
+	if b == nil || n == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bk := &b.buckets[uint64(idx)%budgetBuckets]
+	switch cur := bk.idx.Load(); {
+	case cur == idx:
+	case cur < idx:
+		bk.requests.Store(0)
+		bk.retries = 0
+		bk.idx.Store(idx)
+	default:
+		return // the window has moved past it
+	}
+	bk.requests.Add(n)
+}

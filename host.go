@@ -105,3 +105,14 @@ func (ht *hostTable) put(host string, h *hostState) {
 		delete(ht.m, host)
 	}
 }
+
+// hostPaused notes that some host of t is paused until until: keys look at
+// their host's pause only while some host's pause may last.
+func (t *Transport) hostPaused(until int64) {
+	for {
+		cur := t.hostPauses.Load()
+		if until <= cur || t.hostPauses.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}

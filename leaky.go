@@ -31,15 +31,21 @@ type bucket struct {
 // pacer paces one key against all of its limits at once.
 type pacer struct {
 	buckets    []bucket
-	pauseUntil int64 // nothing leaves before this instant
+	inline     [2]bucket // the buckets of up to two limits, without a pointer to chase
+	pauseUntil int64     // nothing leaves before this instant
 }
 
-func newPacer(limits []Limit) pacer {
-	p := pacer{buckets: make([]bucket, len(limits))}
+// init sets p up for limits. It keeps a pointer into p: a pacer is not
+// copied once set up.
+func (p *pacer) init(limits []Limit) {
+	if len(limits) <= len(p.inline) {
+		p.buckets = p.inline[:len(limits)]
+	} else {
+		p.buckets = make([]bucket, len(limits))
+	}
 	for i, l := range limits {
 		p.buckets[i] = bucket{interval: int64(l.Interval()), burst: l.burst(), unweighted: l.Unweighted}
 	}
-	return p
 }
 
 // units is what n requests costing cost in total spend on b.

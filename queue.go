@@ -100,7 +100,13 @@ type keyState struct {
 	host     *hostState
 	hostName string
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// The first attempts of the current budget bucket, counted here, next
+	// to the lock every request takes, and handed to budget when the bucket
+	// ends or a retry asks: the budget's own memory stays cold.
+	budgetIdx atomic.Int64
+	budgetCur atomic.Int64
+
 	pacer    pacer
 	model    serverModel  // what the server says is left
 	aimd     aimd         // the pace learned from bare throttles
@@ -172,7 +178,10 @@ type departure struct {
 // its pauses and its host's, what the server says is left, and the pace
 // learned from bare throttles.
 func (k *keyState) earliest(now, n, cost int64) int64 {
-	d := max(k.pacer.earliest(now, n, cost), k.host.pauseUntil.Load())
+	d := k.pacer.earliest(now, n, cost)
+	if now < k.t.hostPauses.Load() {
+		d = max(d, k.host.pauseUntil.Load()) // some host is paused: maybe this one
+	}
 	if k.probing.Load() && k.sent > 0 {
 		// A key that knows nothing of its server yet sends one request and
 		// waits for its answer before sending more.
@@ -388,6 +397,7 @@ func (k *keyState) observe(now int64, seq uint64, sig *Signal) {
 		until := satAdd(now, int64(sig.Wait))
 		if sig.Scope == ScopeGlobal {
 			k.host.pause(until)
+			k.t.hostPaused(until)
 		} else {
 			k.pacer.pause(until)
 		}
@@ -447,4 +457,35 @@ func (k *keyState) watchBreaker(done func(outcome)) func(outcome) {
 			k.failWaiters(k.br.openError(gobreaker.ErrOpenState, time.Now()))
 		}
 	}
+}
+
+// countRequest counts a first attempt, sent at at on the pacer's clock, in
+// k's retry budget.
+func (k *keyState) countRequest(at int64) {
+	if k.budget == nil {
+		return
+	}
+	if idx := at / int64(k.budget.width); idx != k.budgetIdx.Load() {
+		k.flushBudget(idx)
+	}
+	k.budgetCur.Add(1)
+}
+
+// flushBudget hands the requests counted so far to k's budget, and counts
+// from now on in the bucket of time index idx.
+func (k *keyState) flushBudget(idx int64) {
+	if k.budget == nil {
+		return
+	}
+	old := k.budgetIdx.Swap(idx)
+	k.budget.addAt(old, k.budgetCur.Swap(0))
+}
+
+// budgetWidth returns the width of k's budget buckets, in nanoseconds; 0
+// without a budget.
+func (k *keyState) budgetWidth() int64 {
+	if k.budget == nil {
+		return 0
+	}
+	return int64(k.budget.width)
 }

@@ -28,7 +28,9 @@ type Transport struct {
 	hosts  hostTable
 	epoch  time.Time
 	stats  struct{ throttled, retries atomic.Int64 }
-	obs    *observer // nil without metrics, logger or hooks
+
+	hostPauses atomic.Int64 // the end of the longest host pause, on the pacer's clock
+	obs        *observer    // nil without metrics, logger or hooks
 }
 
 // New returns a Transport that sends requests through base once their key's
@@ -152,7 +154,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		if attempt == 1 {
-			k.budget.depositAt(time.Duration(dep.at)) // the budget's epoch is t's
+			k.countRequest(dep.at) // the budget's epoch is t's
 		}
 		out := req
 		if r != nil {
@@ -197,6 +199,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			r, _ = t.retry.newRetrier(req, nil, time.Now()) // no body: cannot fail
 		}
 		r.budget = k.budget
+		k.flushBudget(t.now() / int64(max(k.budgetWidth(), 1)))
 		delay, again := r.next(resp, err, sig, time.Now())
 		if again && k.br != nil && k.br.state() == BreakerOpen {
 			again = false // the attempt that opened the breaker is the answer
@@ -340,7 +343,8 @@ func (t *Transport) track(k *keyState, resp *http.Response) *http.Response {
 
 func (t *Transport) newKey(key string, req *http.Request) *keyState {
 	lims := t.cfg.limitsFor(req)
-	k := &keyState{t: t, lims: lims, pacer: newPacer(lims), hostName: req.URL.Host}
+	k := &keyState{t: t, lims: lims, hostName: req.URL.Host}
+	k.pacer.init(lims)
 	k.host = t.hosts.get(k.hostName)
 	k.budget = t.retry.newBudget(t.epoch)
 	if t.cfg.breaker != nil {
