@@ -26,8 +26,9 @@ type BudgetOptions struct {
 	Window time.Duration
 
 	// MinPerSecond is the floor: this many retries a second, averaged over
-	// the Window, are allowed whatever the traffic. The default is 1 (ten
-	// retries per 10-second window); a negative value means no floor.
+	// the Window, are allowed whatever the traffic. The default is 3 (thirty
+	// retries per 10-second window: enough for the first burst of a key that
+	// met a wall of 429s); a negative value means no floor.
 	MinPerSecond float64
 
 	// Disable turns the budget off: retries are bounded only by
@@ -39,7 +40,7 @@ type BudgetOptions struct {
 const (
 	DefaultBudgetRatio        = 0.2
 	DefaultBudgetWindow       = 10 * time.Second
-	DefaultBudgetMinPerSecond = 1.0
+	DefaultBudgetMinPerSecond = 3.0
 )
 
 const budgetBuckets = 10

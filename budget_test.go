@@ -25,8 +25,8 @@ func spend(b *retryBudget, now time.Time) int {
 
 func TestBudgetFloorOnly(t *testing.T) {
 	b := newRetryBudget(BudgetOptions{}, t0)
-	// No requests: only the floor, 1/s over 10 s.
-	assert.Equal(t, 10, spend(b, t0))
+	// No requests: only the floor, 3/s over 10 s.
+	assert.Equal(t, 30, spend(b, t0))
 	assert.False(t, b.withdraw(t0.Add(5*time.Second)), "still within the window")
 }
 
