@@ -89,6 +89,26 @@
 // spent, then waited for; bare 429s slow the key down. [WithDialects] sets
 // the dialects it reads.
 //
+// # Retries, breakers, shared quotas, presets
+//
+// [WithRetry] sends a request again when that is safe: a throttled one when
+// its key's pause ends, ahead of new work; a 502, 503 or 504 or a transport
+// error of an idempotent one after a jittered backoff; within a retry budget
+// per key. [WithBreaker] gives each key a circuit breaker that fails requests
+// at once with a [*CircuitOpenError] while its server is down.
+// [WithSharedQuota] shares each key's quota and pauses across processes
+// (package sharedquota implements it over Redis). A [Preset] such as
+// [GitHub] or [OpenAI] configures a well-known API in one option.
+//
+// # Seeing it work
+//
+// [WithMeterProvider] reports OpenTelemetry metrics (queue wait, queue
+// length, requests by outcome, pace, pauses, breaker states), [WithLogger]
+// logs state changes and pauses to a [log/slog.Logger], and [WithHooks]
+// calls back on throttles, retries, pauses and breaker changes. All are off
+// by default and cost nothing then; keys appear in none of them unless asked
+// for, and then only hashed.
+//
 // # Concurrency
 //
 // A Transport is safe for concurrent use by multiple goroutines, and should
