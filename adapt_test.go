@@ -427,3 +427,19 @@ func TestSpreadPacesWhatRemainsEvenly(t *testing.T) {
 		assert.Zero(t, log[8].at-log[0].at)
 	})
 }
+
+func TestASlowFirstAnswerHoldsTheOthersOneSecondAtMost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		stub := &stubRT{}
+		stub.onRound = func(*http.Request) {
+			if stub.count() == 1 {
+				time.Sleep(30 * time.Second) // a long first call
+			}
+		}
+		tr := New(stub) // no limit: the key first waits for an answer
+		start := time.Now()
+		sendAll(t, tr, "http://api.test/", 5, 5)
+		got := offsets(start, stub.times())
+		assert.Equal(t, []time.Duration{0, time.Second, time.Second, time.Second, time.Second}, got)
+	})
+}

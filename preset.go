@@ -41,7 +41,8 @@ type Preset struct {
 	// before Host's own, so GitHub() and GitHubSearch() share a Transport.
 	PathPrefix string
 	// Limits are the limits of every key of Host (see WithHostLimit).
-	// Empty means none: the key sends one request and waits for its
+	// Empty means none: the key sends one request and waits (a second at
+	// most) for its
 	// answer before sending more, then paces to what the server says.
 	Limits []Limit
 	// Key groups the requests for Host into keys. Nil leaves them to the

@@ -184,8 +184,9 @@ func (k *keyState) earliest(now, n, cost int64) int64 {
 	}
 	if k.probing.Load() && k.sent > 0 {
 		// A key that knows nothing of its server yet sends one request and
-		// waits for its answer before sending more.
-		return math.MaxInt64
+		// waits for its answer before sending more, but not for long: a
+		// slow first answer (a long call) must not hold the others up.
+		d = max(d, satAdd(k.firstAt, int64(probeWait)))
 	}
 	if k.model.known {
 		if md := k.model.earliest(d, float64(n)); md > d {
@@ -376,6 +377,10 @@ func (k *keyState) idle(now int64) bool {
 	return k.queue.head == nil && k.inflight == 0 && k.timerAt == 0 && k.pacer.idle(now) &&
 		k.model.idle(now) && k.aimd.idle(now) && k.host.pauseUntil.Load() <= now
 }
+
+// probeWait bounds how long a key with no limit waits for the answer to
+// its first request before it sends more.
+const probeWait = time.Second
 
 // endProbe lets a key that waited for its first answer go on.
 func (k *keyState) endProbe() {
