@@ -42,8 +42,8 @@ type Preset struct {
 	PathPrefix string
 	// Limits are the limits of every key of Host (see WithHostLimit).
 	// Empty means none: the key sends one request and waits (a second at
-	// most) for its
-	// answer before sending more, then paces to what the server says.
+	// most) for its answer before sending more, then paces to what the
+	// server says.
 	Limits []Limit
 	// Key groups the requests for Host into keys. Nil leaves them to the
 	// Transport's KeyFunc. It should start its keys with req.URL.Host, as
