@@ -77,6 +77,35 @@ end
 return waits
 `)
 
+// reserveOneScript is reserveScript for the common case of one limit and
+// one slot, with the arithmetic done by the client: it returns the wait as
+// an integer, in µs from now. Both scripts keep the same fields, so
+// processes that use either share one quota.
+//
+// KEYS[1]: the quota's hash; ARGV[1]: the limit's field; ARGV[2]: burst·T
+// less the units the request spends times T, in µs (how far ahead of now
+// the TAT may be for the request to leave at once); ARGV[3]: the units
+// times T, in µs; ARGV[4]: the margin of the TTL, in µs.
+var reserveOneScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local v = redis.call('HMGET', KEYS[1], 'pause', 'exp', ARGV[1])
+local pause = tonumber(v[1]) or 0
+local tat = tonumber(v[3]) or 0
+local d = math.max(now, pause, tat - ARGV[2])
+tat = math.max(tat, d) + ARGV[3]
+local exp = tonumber(v[2]) or 0
+local need = math.max(tat, pause)
+if exp < need + ARGV[4] / 2 then
+  exp = need + ARGV[4]
+  redis.call('HSET', KEYS[1], ARGV[1], string.format('%d', tat), 'exp', string.format('%d', exp))
+  redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000)))
+else
+  redis.call('HSET', KEYS[1], ARGV[1], string.format('%d', tat))
+end
+return d - now
+`)
+
 // pauseScript makes the quota's pause last at least ARGV[1] µs from now; a
 // pause never shortens a longer one. It returns the time left of the
 // pause, in µs.
@@ -131,6 +160,16 @@ func intReply(script string, v any) (int64, error) {
 	n, ok := v.(int64)
 	if !ok {
 		return 0, &ReplyError{Script: script, Reply: v, Reason: "want an integer"}
+	}
+	return n, nil
+}
+
+// waitReply checks that v, reserveOneScript's reply, is a non-negative
+// integer.
+func waitReply(v any) (int64, error) {
+	n, ok := v.(int64)
+	if !ok || n < 0 {
+		return 0, &ReplyError{Script: "reserve", Reply: v, Reason: "want a non-negative integer"}
 	}
 	return n, nil
 }
