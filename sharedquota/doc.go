@@ -21,7 +21,7 @@
 // leaves at the latest of now, the shared pause, and, for each limit,
 // TAT + units·T − burst·T; only that departure is committed. The clock is
 // Redis's TIME, never a client's, so processes whose clocks disagree still
-// // agree. Times are kept in whole microseconds, intervals rounded up. A key
+// agree. Times are kept in whole microseconds, intervals rounded up. A key
 // with one limit, the common case, runs a leaner script of three Redis
 // commands (TIME, HMGET, HSET) whose arithmetic the client did ahead, with
 // the same fields: processes configured with one limit or several share one
