@@ -46,7 +46,10 @@ type Redis struct {
 	metricsReg metric.Registration // nil without WithMeterProvider
 }
 
-var _ headway.SharedQuota = (*Redis)(nil)
+var (
+	_ headway.SharedQuota        = (*Redis)(nil)
+	_ headway.SharedPauseChecker = (*Redis)(nil)
+)
 
 // keyState is what the process keeps for one key.
 type keyState struct {
@@ -54,6 +57,7 @@ type keyState struct {
 	procsKey string // the sorted set of live processes
 	live     atomic.Int64
 	lastUsed atomic.Int64 // monotonic ns
+	checked  atomic.Int64 // monotonic ns: when PausedFor last asked Redis
 
 	mu         sync.Mutex
 	pauseUntil int64 // monotonic ns: the last pause this process knows of
@@ -267,6 +271,59 @@ func (r *Redis) Pause(ctx context.Context, key string, d time.Duration) error {
 	return err
 }
 
+// pauseCoalesce is how long the answer of one PausedFor call to Redis
+// serves the other calls on the same key.
+const pauseCoalesce = 5 * time.Millisecond
+
+// PausedFor returns how long from now every request on key must still wait
+// because of the shared pause; 0 when there is none. It implements
+// headway.SharedPauseChecker: a Transport asks after a request slept on its
+// reservation, so that a pause set meanwhile, by any process, holds it.
+//
+// Calls on one key within 5ms of a call to Redis, and every call while
+// Redis is unavailable, are answered from what this process knows of the
+// pause, without a round trip. An error from Redis is returned along with
+// that local answer.
+func (r *Redis) PausedFor(ctx context.Context, key string) (time.Duration, error) {
+	if r.closed.Load() {
+		return 0, ErrClosed
+	}
+	ks := r.state(key)
+	now := r.now()
+	last := ks.checked.Load()
+	if now-last < int64(pauseCoalesce) || !ks.checked.CompareAndSwap(last, now) || r.usable() != nil {
+		return ks.pausedFor(r.now()), nil
+	}
+	v, err := r.eval(ctx, pausedScript, ks.keys, nil)
+	if err == nil {
+		var left int64
+		if left, err = intReply("paused", v); err == nil && left >= 0 {
+			r.up()
+			ks.mu.Lock()
+			ks.pauseUntil = max(ks.pauseUntil, r.now()+left*1000)
+			ks.mu.Unlock()
+			return ks.pausedFor(r.now()), nil
+		}
+		if err == nil {
+			err = &ReplyError{Script: "paused", Reply: v, Reason: "want a non-negative integer"}
+		}
+	}
+	if ctx.Err() != nil {
+		r.probing.Store(false)
+		return ks.pausedFor(r.now()), ctx.Err()
+	}
+	r.down(err)
+	return ks.pausedFor(r.now()), err
+}
+
+// pausedFor returns the time left at now of the last pause this process
+// knows of.
+func (ks *keyState) pausedFor(now int64) time.Duration {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return time.Duration(max(ks.pauseUntil-now, 0))
+}
+
 // Close stops the heartbeat, withdraws this process's announcements, and
 // makes every later call fail with ErrClosed. It returns once the heartbeat
 // goroutine has ended. Calling it again does nothing.
@@ -450,6 +507,8 @@ func scriptName(s *redis.Script) string {
 		return "reserve"
 	case pauseScript:
 		return "pause"
+	case pausedScript:
+		return "paused"
 	}
 	return "heartbeat"
 }

@@ -133,6 +133,17 @@ end
 return untl - now
 `)
 
+// pausedScript returns the time left of the quota's pause, in µs; 0 when
+// there is none.
+//
+// KEYS[1]: the quota's hash.
+var pausedScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local pause = tonumber(redis.call('HGET', KEYS[1], 'pause')) or 0
+return math.max(pause - now, 0)
+`)
+
 // heartbeatScript announces a process for a quota, or withdraws it, and
 // returns how many processes are announced. Each member's score is the
 // instant (ms of Redis's clock) its announcement ends.
