@@ -48,6 +48,25 @@ type SharedPauseChecker interface {
 // Transport asks a SharedPauseChecker again before the request leaves.
 const SharedRecheck = 10 * time.Millisecond
 
+// A SharedLearner is a SharedQuota that shares what one process learns from
+// a key's responses with every process, so that all of them act on what any
+// of them was told. A Transport calls Learn after each response that stated
+// a quota (Signal.HasRemaining) or a policy (Signal.Limit per
+// Signal.Period), never after one that said nothing about rate limits.
+//
+// The Signal is the response's, except for one field: when it reports an
+// exhausted quota (Remaining 0) with a wait derived from its reset rather
+// than stated outright, Wait is the time the key's model of the server
+// expects before the next request is admitted: the reset for a window
+// that refills at its end, less for one known to refill as it goes.
+//
+// Learn is called on the response's path, so it should answer from memory
+// when it has nothing new to share. Its error is ignored: what a process
+// could not share it still acts on itself.
+type SharedLearner interface {
+	Learn(ctx context.Context, key string, sig Signal) error
+}
+
 // WithSharedQuota makes every key take its pace from q as well as from its
 // own limits, and share its pauses through q. The key given to q is the
 // key of KeyFunc: use one that names the quota (the token, say), the same
@@ -99,4 +118,21 @@ func (t *Transport) pauseShared(ctx context.Context, key string, sig *Signal) {
 		// A failure to share the pause leaves it local: nothing to do.
 		_ = q.Pause(context.WithoutCancel(ctx), key, sig.Wait)
 	}
+}
+
+// learnShared tells the shared quota, if it learns, what a response to a
+// request on k said about its quota: only a response that stated one.
+func (t *Transport) learnShared(ctx context.Context, key string, k *keyState, sig *Signal) {
+	if !sig.HasRemaining && (sig.Limit <= 0 || sig.Period <= 0) {
+		return
+	}
+	l, ok := t.cfg.shared.(SharedLearner)
+	if !ok {
+		return
+	}
+	s := *sig
+	if s.HasRemaining && s.Remaining == 0 && s.HasWait && !s.RetryAfter {
+		s.Wait = min(s.Wait, k.modelWait(t.now()))
+	}
+	_ = l.Learn(context.WithoutCancel(ctx), key, s)
 }

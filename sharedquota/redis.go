@@ -49,6 +49,7 @@ type Redis struct {
 var (
 	_ headway.SharedQuota        = (*Redis)(nil)
 	_ headway.SharedPauseChecker = (*Redis)(nil)
+	_ headway.SharedLearner      = (*Redis)(nil)
 )
 
 // keyState is what the process keeps for one key.
@@ -58,6 +59,7 @@ type keyState struct {
 	live     atomic.Int64
 	lastUsed atomic.Int64 // monotonic ns
 	checked  atomic.Int64 // monotonic ns: when PausedFor last asked Redis
+	learned  atomic.Pointer[learnedPolicy]
 
 	mu         sync.Mutex
 	pauseUntil int64 // monotonic ns: the last pause this process knows of
@@ -509,6 +511,8 @@ func scriptName(s *redis.Script) string {
 		return "pause"
 	case pausedScript:
 		return "paused"
+	case learnScript:
+		return "learn"
 	}
 	return "heartbeat"
 }
