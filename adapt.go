@@ -300,6 +300,14 @@ func (m *serverModel) earliest(now int64, n float64) int64 {
 	return satAdd(d, int64(time.Second))
 }
 
+// modelWait returns how long from now k's model of the server expects
+// before its next request is admitted.
+func (k *keyState) modelWait(now int64) time.Duration {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return time.Duration(max(k.model.earliest(now, 1)-now, 0))
+}
+
 // take records departure seq at now.
 func (m *serverModel) take(now int64, seq uint64) {
 	if !m.known {

@@ -97,7 +97,9 @@
 // per key. [WithBreaker] gives each key a circuit breaker that fails requests
 // at once with a [*CircuitOpenError] while its server is down.
 // [WithSharedQuota] shares each key's quota and pauses across processes
-// (package sharedquota implements it over Redis). A [Preset] such as
+// (package sharedquota implements it over Redis), and, through the optional
+// [SharedPauseChecker] and [SharedLearner], holds requests already reserved
+// when a pause comes and shares what responses say. A [Preset] such as
 // [GitHub] or [OpenAI] configures a well-known API in one option.
 //
 // # Seeing it work

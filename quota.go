@@ -30,6 +30,43 @@ type SharedQuota interface {
 	Pause(ctx context.Context, key string, d time.Duration) error
 }
 
+// A SharedPauseChecker is a SharedQuota that can say whether a key is
+// paused now. A Transport that slept on a reservation for SharedRecheck or
+// longer asks it before the request leaves: a pause another process set
+// meanwhile then holds the requests that had reserved before it too, not
+// only those that reserve after it. A request found paused reserves again,
+// so that the requests held leave after the pause one slot apart, not all
+// at its end. A request that did not wait costs no extra call.
+type SharedPauseChecker interface {
+	// PausedFor returns how long from now every request on key must still
+	// wait because of a pause; 0 when there is none. An error lets the
+	// request leave at its reserved time, as if there were none.
+	PausedFor(ctx context.Context, key string) (time.Duration, error)
+}
+
+// SharedRecheck is the shortest wait on a shared reservation after which a
+// Transport asks a SharedPauseChecker again before the request leaves.
+const SharedRecheck = 10 * time.Millisecond
+
+// A SharedLearner is a SharedQuota that shares what one process learns from
+// a key's responses with every process, so that all of them act on what any
+// of them was told. A Transport calls Learn after each response that stated
+// a quota (Signal.HasRemaining) or a policy (Signal.Limit per
+// Signal.Period), never after one that said nothing about rate limits.
+//
+// The Signal is the response's, except for one field: when it reports an
+// exhausted quota (Remaining 0) with a wait derived from its reset rather
+// than stated outright, Wait is the time the key's model of the server
+// expects before the next request is admitted: the reset for a window
+// that refills at its end, less for one known to refill as it goes.
+//
+// Learn is called on the response's path, so it should answer from memory
+// when it has nothing new to share. Its error is ignored: what a process
+// could not share it still acts on itself.
+type SharedLearner interface {
+	Learn(ctx context.Context, key string, sig Signal) error
+}
+
 // WithSharedQuota makes every key take its pace from q as well as from its
 // own limits, and share its pauses through q. The key given to q is the
 // key of KeyFunc: use one that names the quota (the token, say), the same
@@ -39,8 +76,10 @@ func WithSharedQuota(q SharedQuota) Option {
 }
 
 // reserveShared asks the shared quota, if any, when a request on k may
-// leave, and waits until then. It fails at once when that wait is longer
-// than the context allows.
+// leave, and waits until then; after a wait of SharedRecheck or more, a
+// pause set meanwhile makes it reserve again (see SharedPauseChecker). It
+// fails
+// at once when a wait is longer than the context allows.
 func (t *Transport) reserveShared(ctx context.Context, key string, k *keyState, cost int64) error {
 	q := t.cfg.shared
 	if q == nil {
@@ -50,10 +89,27 @@ func (t *Transport) reserveShared(ctx context.Context, key string, k *keyState, 
 	if err != nil {
 		return err
 	}
-	if dl, ok := ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
-		return &WaitError{Wait: wait, Allowed: max(time.Until(dl), 0)}
+	pc, _ := q.(SharedPauseChecker)
+	for {
+		if dl, ok := ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
+			return &WaitError{Wait: wait, Allowed: max(time.Until(dl), 0)}
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return err
+		}
+		if pc == nil || wait < SharedRecheck {
+			return nil
+		}
+		if p, err := pc.PausedFor(ctx, key); err != nil || p <= 0 {
+			return ctx.Err() // an error leaves the request at its slot
+		}
+		// Paused since the reservation: take a slot after the pause, in
+		// turn with the others held, rather than leaving with all of them
+		// the moment it ends.
+		if wait, err = q.Reserve(ctx, key, k.lims, int(cost)); err != nil {
+			return err
+		}
 	}
-	return sleep(ctx, wait)
 }
 
 // pauseShared tells the shared quota, if any, of a pause on key.
@@ -62,4 +118,21 @@ func (t *Transport) pauseShared(ctx context.Context, key string, sig *Signal) {
 		// A failure to share the pause leaves it local: nothing to do.
 		_ = q.Pause(context.WithoutCancel(ctx), key, sig.Wait)
 	}
+}
+
+// learnShared tells the shared quota, if it learns, what a response to a
+// request on k said about its quota: only a response that stated one.
+func (t *Transport) learnShared(ctx context.Context, key string, k *keyState, sig *Signal) {
+	if !sig.HasRemaining && (sig.Limit <= 0 || sig.Period <= 0) {
+		return
+	}
+	l, ok := t.cfg.shared.(SharedLearner)
+	if !ok {
+		return
+	}
+	s := *sig
+	if s.HasRemaining && s.Remaining == 0 && s.HasWait && !s.RetryAfter {
+		s.Wait = min(s.Wait, k.modelWait(t.now()))
+	}
+	_ = l.Learn(context.WithoutCancel(ctx), key, s)
 }

@@ -82,3 +82,35 @@ func TestAThrottleIsSharedAsAPause(t *testing.T) {
 		assert.Equal(t, 7*time.Second, rt.log()[1].at)
 	})
 }
+
+// checkQuota is a memQuota that also says whether a key is paused.
+type checkQuota struct {
+	memQuota
+	checks int
+}
+
+func (q *checkQuota) PausedFor(_ context.Context, key string) (time.Duration, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.checks++
+	return max(time.Until(q.next[key].Add(-time.Second)), 0), nil
+}
+
+func TestAPauseHoldsRequestsAlreadyReserved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := &checkQuota{memQuota: memQuota{next: map[string]time.Time{}, pauses: map[string]time.Duration{}}}
+		stub := &stubRT{}
+		a := New(stub, WithSharedQuota(q), WithLimit(PerSecond(100)))
+		start := time.Now()
+		var wg sync.WaitGroup
+		wg.Go(func() { sendAll(t, a, "http://api.test/", 2, 2) }) // slots at 0s and 1s
+		time.Sleep(500 * time.Millisecond)
+		require.NoError(t, q.Pause(context.Background(), "api.test", 3*time.Second)) // until 3.5s
+		wg.Wait()
+		// The first left at once, with no check; the second, which had
+		// reserved 1s, found the pause after its wait, reserved again,
+		// and checked once more after that wait.
+		assert.Equal(t, []time.Duration{0, 3500 * time.Millisecond}, offsets(start, stub.times()))
+		assert.Equal(t, 2, q.checks)
+	})
+}

@@ -185,6 +185,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		} else {
 			sig = t.observe(k, dep, resp)
 			t.pauseShared(ctx, key, &sig)
+			t.learnShared(ctx, key, k, &sig)
 			if !sig.Throttled && resp.StatusCode < 400 && t.retry.check == nil {
 				return t.track(k, resp), nil // the common case: nothing to retry
 			}

@@ -21,7 +21,11 @@
 // leaves at the latest of now, the shared pause, and, for each limit,
 // TAT + units·T − burst·T; only that departure is committed. The clock is
 // Redis's TIME, never a client's, so processes whose clocks disagree still
-// agree. Times are kept in whole microseconds, intervals rounded up.
+// agree. Times are kept in whole microseconds, intervals rounded up. A key
+// with one limit, the common case, runs a leaner script of three Redis
+// commands (TIME, HMGET, HSET) whose arithmetic the client did ahead, with
+// the same fields: processes configured with one limit or several share one
+// quota.
 //
 // Every key in Redis has a TTL of about the time until its bucket is full
 // again, plus a second. Key names carry a hash tag made of a SHA-256 of the
@@ -44,6 +48,24 @@
 // soon after its time is dropped, so the fleet exceeds the limit by at most
 // one lease per process, and only when a process's demand falls off
 // mid-lease. A pause set elsewhere reaches a process at its next lease.
+//
+// # Pauses and what servers say
+//
+// Pause shares a 429's wait. A request that reserved its slot before
+// another process paused the key would still leave at that slot; Redis
+// implements headway.SharedPauseChecker so that the Transport, after a
+// request slept 10ms or more on its slot, asks whether the key is paused
+// now (one round trip, shared by the calls on a key within 5ms) and, if
+// so, reserves again after the pause.
+//
+// Redis implements headway.SharedLearner too: a policy a response states
+// (Limit per Period) becomes a shared limit, Limit at once and one request
+// every Period/Limit, that every process applies to a key for which it has
+// no limit of its own; an exhausted quota whose rate no policy states
+// becomes a shared pause, as long as the process's model of the server
+// expects it to last. Learn goes to Redis only with something new.
+//
+//	headway:{3f1c...}:q      also: li, lb, lu (the learned policy), lt (its TAT)
 //
 // # When Redis is away
 //

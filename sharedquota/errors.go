@@ -27,7 +27,7 @@ var (
 // refused connection, an error reply. errors.Is(err, ErrUnavailable) holds
 // for it, and Unwrap gives the cause.
 type UnavailableError struct {
-	// Op is the operation that failed: "reserve", "lease", "pause" or
+	// Op is the script that failed: "reserve", "pause", "paused" or
 	// "heartbeat".
 	Op string
 	// Err is the cause, such as context.DeadlineExceeded or a network
@@ -50,7 +50,8 @@ func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailab
 // a sign of a proxy in the way or of another program writing the same keys.
 // errors.Is(err, ErrBadReply) holds for it.
 type ReplyError struct {
-	// Script names the script: "reserve", "pause" or "heartbeat".
+	// Script names the script: "reserve", "pause", "paused" or
+	// "heartbeat".
 	Script string
 	// Reply is the reply as go-redis decoded it.
 	Reply any

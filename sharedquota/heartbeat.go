@@ -47,7 +47,7 @@ func (r *Redis) beat() {
 			return
 		default:
 		}
-		_, _ = r.eval(context.Background(), heartbeatScript, ks.procsKey, r.beatArgs(true))
+		_, _ = r.eval(context.Background(), heartbeatScript, []string{ks.procsKey}, r.beatArgs(true))
 	}
 	for _, ks := range live {
 		select {
@@ -55,7 +55,7 @@ func (r *Redis) beat() {
 			return
 		default:
 		}
-		v, err := r.eval(context.Background(), heartbeatScript, ks.procsKey, r.beatArgs(false))
+		v, err := r.eval(context.Background(), heartbeatScript, []string{ks.procsKey}, r.beatArgs(false))
 		if err != nil {
 			return // Redis is away; the next round tries again
 		}

@@ -30,7 +30,7 @@ func (r *Redis) reserveLease(ctx context.Context, ks *keyState, limits []headway
 	ks.mu.Lock()
 	args := ks.argsFor(limits, 1, n, r.marginMs())
 	ks.mu.Unlock()
-	v, err := r.eval(ctx, reserveScript, ks.hashKey, args)
+	v, err := r.eval(ctx, reserveScript, ks.keys, args)
 	if err == nil {
 		var waits []int64
 		if waits, err = waitsReply(make([]int64, 0, n), v, n); err == nil {

@@ -46,7 +46,11 @@ type Redis struct {
 	metricsReg metric.Registration // nil without WithMeterProvider
 }
 
-var _ headway.SharedQuota = (*Redis)(nil)
+var (
+	_ headway.SharedQuota        = (*Redis)(nil)
+	_ headway.SharedPauseChecker = (*Redis)(nil)
+	_ headway.SharedLearner      = (*Redis)(nil)
+)
 
 // keyState is what the process keeps for one key.
 type keyState struct {
@@ -54,12 +58,18 @@ type keyState struct {
 	procsKey string // the sorted set of live processes
 	live     atomic.Int64
 	lastUsed atomic.Int64 // monotonic ns
+	checked  atomic.Int64 // monotonic ns: when PausedFor last asked Redis
+	learned  atomic.Pointer[learnedPolicy]
 
 	mu         sync.Mutex
 	pauseUntil int64 // monotonic ns: the last pause this process knows of
 	local      localPacer
-	args       []any // script arguments for one unit, for argLimits
+	keys       []string // {hashKey}: the KEYS of the quota's scripts
+	args       []any    // reserveScript's arguments for one unit, for argLimits
 	argLimits  []headway.Limit
+	oneArgs    []any // reserveOneScript's arguments for oneCost units of oneLimit
+	oneLimit   headway.Limit
+	oneCost    int
 	slots      []int64 // leased departures, monotonic ns, in order
 	leaseSem   chan struct{}
 }
@@ -187,19 +197,33 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 	if err := r.usable(); err != nil {
 		return r.degrade(ks, limits, cost, err)
 	}
+	var (
+		v   any
+		err error
+		w   int64
+	)
 	ks.mu.Lock()
-	args := ks.argsFor(limits, cost, 1, r.marginMs())
-	ks.mu.Unlock()
-	v, err := r.eval(ctx, reserveScript, ks.hashKey, args)
-	if err == nil {
-		var waits [1]int64
-		var w []int64
-		w, err = waitsReply(waits[:0], v, 1)
-		if err == nil {
-			r.up()
-			r.stats.reservations.Add(1)
-			return time.Duration(w[0]) * time.Microsecond, nil
+	if len(limits) == 1 {
+		args := ks.oneArgsFor(limits[0], cost, r.marginMs())
+		ks.mu.Unlock()
+		if v, err = r.eval(ctx, reserveOneScript, ks.keys, args); err == nil {
+			w, err = waitReply(v)
 		}
+	} else {
+		args := ks.argsFor(limits, cost, 1, r.marginMs())
+		ks.mu.Unlock()
+		if v, err = r.eval(ctx, reserveScript, ks.keys, args); err == nil {
+			var waits [1]int64
+			var ws []int64
+			if ws, err = waitsReply(waits[:0], v, 1); err == nil {
+				w = ws[0]
+			}
+		}
+	}
+	if err == nil {
+		r.up()
+		r.stats.reservations.Add(1)
+		return time.Duration(w) * time.Microsecond, nil
 	}
 	if ctx.Err() != nil {
 		r.probing.Store(false)
@@ -230,7 +254,7 @@ func (r *Redis) Pause(ctx context.Context, key string, d time.Duration) error {
 		return err
 	}
 	us := (int64(d) + 999) / 1000
-	v, err := r.eval(ctx, pauseScript, ks.hashKey, []any{us, r.marginMs()})
+	v, err := r.eval(ctx, pauseScript, ks.keys, []any{us, r.marginMs()})
 	if err == nil {
 		var left int64
 		if left, err = intReply("pause", v); err == nil {
@@ -247,6 +271,59 @@ func (r *Redis) Pause(ctx context.Context, key string, d time.Duration) error {
 	}
 	r.down(err)
 	return err
+}
+
+// pauseCoalesce is how long the answer of one PausedFor call to Redis
+// serves the other calls on the same key.
+const pauseCoalesce = 5 * time.Millisecond
+
+// PausedFor returns how long from now every request on key must still wait
+// because of the shared pause; 0 when there is none. It implements
+// headway.SharedPauseChecker: a Transport asks after a request slept on its
+// reservation, so that a pause set meanwhile, by any process, holds it.
+//
+// Calls on one key within 5ms of a call to Redis, and every call while
+// Redis is unavailable, are answered from what this process knows of the
+// pause, without a round trip. An error from Redis is returned along with
+// that local answer.
+func (r *Redis) PausedFor(ctx context.Context, key string) (time.Duration, error) {
+	if r.closed.Load() {
+		return 0, ErrClosed
+	}
+	ks := r.state(key)
+	now := r.now()
+	last := ks.checked.Load()
+	if now-last < int64(pauseCoalesce) || !ks.checked.CompareAndSwap(last, now) || r.usable() != nil {
+		return ks.pausedFor(r.now()), nil
+	}
+	v, err := r.eval(ctx, pausedScript, ks.keys, nil)
+	if err == nil {
+		var left int64
+		if left, err = intReply("paused", v); err == nil && left >= 0 {
+			r.up()
+			ks.mu.Lock()
+			ks.pauseUntil = max(ks.pauseUntil, r.now()+left*1000)
+			ks.mu.Unlock()
+			return ks.pausedFor(r.now()), nil
+		}
+		if err == nil {
+			err = &ReplyError{Script: "paused", Reply: v, Reason: "want a non-negative integer"}
+		}
+	}
+	if ctx.Err() != nil {
+		r.probing.Store(false)
+		return ks.pausedFor(r.now()), ctx.Err()
+	}
+	r.down(err)
+	return ks.pausedFor(r.now()), err
+}
+
+// pausedFor returns the time left at now of the last pause this process
+// knows of.
+func (ks *keyState) pausedFor(now int64) time.Duration {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return time.Duration(max(ks.pauseUntil-now, 0))
 }
 
 // Close stops the heartbeat, withdraws this process's announcements, and
@@ -269,7 +346,7 @@ func (r *Redis) Close() error {
 		r.mu.Unlock()
 		if r.usable() == nil {
 			for _, ks := range keys {
-				if _, err := r.eval(context.Background(), heartbeatScript, ks.procsKey, r.beatArgs(true)); err != nil {
+				if _, err := r.eval(context.Background(), heartbeatScript, []string{ks.procsKey}, r.beatArgs(true)); err != nil {
 					break
 				}
 			}
@@ -286,6 +363,7 @@ func (r *Redis) state(key string) *keyState {
 	if ks == nil {
 		ks = &keyState{leaseSem: make(chan struct{}, 1)}
 		ks.hashKey, ks.procsKey = r.KeyNames(key)
+		ks.keys = []string{ks.hashKey}
 		r.keys[key] = ks
 		select { // announce the process for the new key at once
 		case r.kick <- struct{}{}:
@@ -306,21 +384,48 @@ func (ks *keyState) argsFor(limits []headway.Limit, cost, slots int, margin int6
 	args := make([]any, 0, 2+4*len(limits))
 	args = append(args, slots, margin)
 	for _, l := range limits {
-		iv := max((int64(l.Interval())+999)/1000, 1) // µs, rounded up: never faster than the limit
-		b := burstOf(l)
-		field := strconv.FormatInt(iv, 10) + ":" + strconv.FormatInt(b, 10)
+		iv := intervalUs(l)
 		units := int64(cost)
 		if l.Unweighted {
-			field += ":r"
 			units = 1
 		}
-		args = append(args, field, iv, b, units)
+		args = append(args, fieldOf(l, iv), iv, burstOf(l), units)
 	}
 	if cost == 1 && slots == 1 {
 		ks.args = args
 		ks.argLimits = append(ks.argLimits[:0], limits...)
 	}
 	return args
+}
+
+// oneArgsFor returns reserveOneScript's arguments for a request of cost
+// units under the one limit l. The caller locks ks.
+func (ks *keyState) oneArgsFor(l headway.Limit, cost int, margin int64) []any {
+	if l.Unweighted {
+		cost = 1
+	}
+	if ks.oneArgs != nil && l == ks.oneLimit && cost == ks.oneCost {
+		return ks.oneArgs
+	}
+	iv := intervalUs(l)
+	units := int64(cost)
+	ks.oneArgs = []any{fieldOf(l, iv), (burstOf(l) - units) * iv, units * iv, margin * 1000}
+	ks.oneLimit, ks.oneCost = l, cost
+	return ks.oneArgs
+}
+
+// intervalUs returns l's interval in µs, rounded up: never faster than the
+// limit.
+func intervalUs(l headway.Limit) int64 { return max((int64(l.Interval())+999)/1000, 1) }
+
+// fieldOf returns the name of the hash field that holds l's TAT, given its
+// interval in µs.
+func fieldOf(l headway.Limit, iv int64) string {
+	f := strconv.FormatInt(iv, 10) + ":" + strconv.FormatInt(burstOf(l), 10)
+	if l.Unweighted {
+		f += ":r"
+	}
+	return f
 }
 
 // oneUnit reports whether a request of cost spends one unit of every limit.
@@ -360,12 +465,16 @@ func (r *Redis) degrade(ks *keyState, limits []headway.Limit, cost int, err erro
 	return time.Duration(d - now), nil
 }
 
-// eval runs script on key within the timeout.
-func (r *Redis) eval(ctx context.Context, script *redis.Script, key string, args []any) (any, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.timeout)
-	defer cancel()
+// eval runs script on keys within the timeout, or within the context's
+// deadline when it is sooner and the client honours it: no timer of its
+// own then.
+func (r *Redis) eval(ctx context.Context, script *redis.Script, keys []string, args []any) (any, error) {
+	if dl, ok := ctx.Deadline(); r.guard || !ok || time.Until(dl) > r.cfg.timeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.cfg.timeout)
+		defer cancel()
+	}
 	r.stats.roundTrips.Add(1)
-	keys := []string{key}
 	var v any
 	var err error
 	if r.guard {
@@ -396,10 +505,14 @@ func (r *Redis) eval(ctx context.Context, script *redis.Script, key string, args
 
 func scriptName(s *redis.Script) string {
 	switch s {
-	case reserveScript:
+	case reserveScript, reserveOneScript:
 		return "reserve"
 	case pauseScript:
 		return "pause"
+	case pausedScript:
+		return "paused"
+	case learnScript:
+		return "learn"
 	}
 	return "heartbeat"
 }

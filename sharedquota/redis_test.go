@@ -236,3 +236,34 @@ func waitFor(t testing.TB, within time.Duration, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestOneLimitScriptSharesState: a key reserved under one limit (the lean
+// script) and under several (the general one) keeps one TAT per limit, so
+// processes configured either way share the quota.
+func TestOneLimitScriptSharesState(t *testing.T) {
+	c := newClient(t, redisAddr(t))
+	q := newQuota(t, c)
+	lim := headway.PerSecond(10).WithBurst(2) // T = 100ms
+	wide := headway.PerSecond(1000).WithBurst(1000)
+	reserve(t, q, "k", 1, lim)
+	reserve(t, q, "k", 1, lim)
+	if d := reserve(t, q, "k", 1, lim, wide); !near(d, 100*time.Millisecond) {
+		t.Fatalf("the general script waits %v after two lean reservations, want about 100ms", d)
+	}
+	if d := reserve(t, q, "k", 1, lim); !near(d, 200*time.Millisecond) {
+		t.Fatalf("the lean script waits %v after the general one, want about 200ms", d)
+	}
+	if err := q.Pause(context.Background(), "k", 500*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if d := reserve(t, q, "k", 1, lim); !near(d, 500*time.Millisecond) {
+		t.Fatalf("the lean script ignores the pause: wait %v", d)
+	}
+	quota, _ := q.KeyNames("k")
+	if ttl, err := c.PTTL(context.Background(), quota).Result(); err != nil || ttl <= 0 || ttl > 3*time.Second {
+		t.Fatalf("TTL %v (%v)", ttl, err)
+	}
+	if _, err := waitReply(int64(-1)); !errors.Is(err, ErrBadReply) {
+		t.Fatalf("waitReply(-1) = %v", err)
+	}
+}

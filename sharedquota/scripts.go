@@ -31,6 +31,11 @@ import (
 // ARGV[1]: the number of slots; ARGV[2]: the margin of the TTL, in ms;
 // then 4 values per limit: field name, interval T (µs), burst (units),
 // units one slot spends.
+//
+// A reservation without limits applies the learned policy, if one is
+// current (see learnScript): its fields "li" (T, µs), "lb" (burst) and "lu"
+// (the instant it lapses, µs) make one limit of one unit a request, whose
+// TAT is the field "lt".
 var reserveScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -39,6 +44,7 @@ local margin = tonumber(ARGV[2]) * 1000
 local n = (#ARGV - 2) / 4
 local fields = {'pause', 'exp'}
 for i = 1, n do fields[i + 2] = ARGV[4 * i - 1] end
+if n == 0 then fields = {'pause', 'exp', 'lt', 'li', 'lb', 'lu'} end
 local vals = redis.call('HMGET', KEYS[1], unpack(fields))
 local pause = tonumber(vals[1]) or 0
 local exp = tonumber(vals[2]) or 0
@@ -48,6 +54,13 @@ for i = 1, n do
   iv[i] = tonumber(ARGV[4 * i])
   burst[i] = tonumber(ARGV[4 * i + 1])
   units[i] = tonumber(ARGV[4 * i + 2])
+end
+if n == 0 and tonumber(vals[4]) and (tonumber(vals[6]) or 0) > now then
+  n = 1
+  tat[1] = tonumber(vals[3]) or 0
+  iv[1] = tonumber(vals[4])
+  burst[1] = tonumber(vals[5]) or 1
+  units[1] = 1
 end
 local waits = {}
 for s = 1, slots do
@@ -77,6 +90,35 @@ end
 return waits
 `)
 
+// reserveOneScript is reserveScript for the common case of one limit and
+// one slot, with the arithmetic done by the client: it returns the wait as
+// an integer, in µs from now. Both scripts keep the same fields, so
+// processes that use either share one quota.
+//
+// KEYS[1]: the quota's hash; ARGV[1]: the limit's field; ARGV[2]: burst·T
+// less the units the request spends times T, in µs (how far ahead of now
+// the TAT may be for the request to leave at once); ARGV[3]: the units
+// times T, in µs; ARGV[4]: the margin of the TTL, in µs.
+var reserveOneScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local v = redis.call('HMGET', KEYS[1], 'pause', 'exp', ARGV[1])
+local pause = tonumber(v[1]) or 0
+local tat = tonumber(v[3]) or 0
+local d = math.max(now, pause, tat - ARGV[2])
+tat = math.max(tat, d) + ARGV[3]
+local exp = tonumber(v[2]) or 0
+local need = math.max(tat, pause)
+if exp < need + ARGV[4] / 2 then
+  exp = need + ARGV[4]
+  redis.call('HSET', KEYS[1], ARGV[1], string.format('%d', tat), 'exp', string.format('%d', exp))
+  redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000)))
+else
+  redis.call('HSET', KEYS[1], ARGV[1], string.format('%d', tat))
+end
+return d - now
+`)
+
 // pauseScript makes the quota's pause last at least ARGV[1] µs from now; a
 // pause never shortens a longer one. It returns the time left of the
 // pause, in µs.
@@ -102,6 +144,39 @@ if exp < untl + margin / 2 then
   redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000)))
 end
 return untl - now
+`)
+
+// pausedScript returns the time left of the quota's pause, in µs; 0 when
+// there is none.
+//
+// KEYS[1]: the quota's hash.
+var pausedScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local pause = tonumber(redis.call('HGET', KEYS[1], 'pause')) or 0
+return math.max(pause - now, 0)
+`)
+
+// learnScript records a policy a server stated for the quota: one request
+// every ARGV[1] µs, ARGV[2] at once, until ARGV[3] µs from now. The
+// reservations without limits of every process apply it (see
+// reserveScript). It returns 1.
+//
+// KEYS[1]: the quota's hash; ARGV[4]: the margin of the TTL, in µs.
+var learnScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local untl = now + ARGV[3]
+local exp = tonumber(redis.call('HGET', KEYS[1], 'exp')) or 0
+local lu = string.format('%d', untl)
+if exp < untl + ARGV[4] / 2 then
+  exp = untl + ARGV[4]
+  redis.call('HSET', KEYS[1], 'li', ARGV[1], 'lb', ARGV[2], 'lu', lu, 'exp', string.format('%d', exp))
+  redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000)))
+else
+  redis.call('HSET', KEYS[1], 'li', ARGV[1], 'lb', ARGV[2], 'lu', lu)
+end
+return 1
 `)
 
 // heartbeatScript announces a process for a quota, or withdraws it, and
@@ -131,6 +206,16 @@ func intReply(script string, v any) (int64, error) {
 	n, ok := v.(int64)
 	if !ok {
 		return 0, &ReplyError{Script: script, Reply: v, Reason: "want an integer"}
+	}
+	return n, nil
+}
+
+// waitReply checks that v, reserveOneScript's reply, is a non-negative
+// integer.
+func waitReply(v any) (int64, error) {
+	n, ok := v.(int64)
+	if !ok || n < 0 {
+		return 0, &ReplyError{Script: "reserve", Reply: v, Reason: "want a non-negative integer"}
 	}
 	return n, nil
 }

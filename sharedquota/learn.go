@@ -1,0 +1,80 @@
+package sharedquota
+
+import (
+	"context"
+	"time"
+
+	"github.com/headway-go/headway"
+)
+
+// learnedPolicy is the policy this process last shared for a key, and when.
+type learnedPolicy struct {
+	iv, burst int64 // µs, requests
+	at        int64 // monotonic ns
+}
+
+// policyLife is how long a shared policy holds without being stated again:
+// two of its periods, a minute at least.
+func policyLife(period time.Duration) time.Duration { return max(2*period, time.Minute) }
+
+// Learn shares with every process what a response on key said about its
+// quota. It implements headway.SharedLearner.
+//
+//   - A policy (sig.Limit requests per sig.Period) becomes a shared limit
+//     of one request every Period/Limit, Limit at once, that Reserve
+//     applies in every process to the key when it is called without
+//     limits: the key of a Transport with no limit configured. It holds
+//     for two periods (a minute at least) after it was last stated.
+//   - An exhausted quota (Remaining 0) whose wait derives from its reset,
+//     when no policy states the rate at which it refills, becomes a shared
+//     pause of sig.Wait, as Pause makes it. A quota whose policy is stated
+//     is left to the policy and to each process's model of the server.
+//
+// Learn makes a round trip only to share something new: a policy that
+// changed or that was last shared more than half its life ago, a pause
+// that ends later than the one this process knows of (by more than an
+// eighth of it). Otherwise it returns nil at once.
+func (r *Redis) Learn(ctx context.Context, key string, sig headway.Signal) error {
+	if r.closed.Load() {
+		return ErrClosed
+	}
+	switch {
+	case sig.Limit > 0 && sig.Period > 0 && !sig.TooLong:
+		return r.learnPolicy(ctx, r.state(key), sig.Limit, sig.Period)
+	case sig.HasRemaining && sig.Remaining == 0 && sig.HasWait && !sig.RetryAfter && sig.Wait > 0:
+		ks := r.state(key)
+		if ks.pausedFor(r.now()) >= sig.Wait-sig.Wait/8 {
+			return nil // known here, and so shared already
+		}
+		return r.Pause(ctx, key, sig.Wait)
+	}
+	return nil
+}
+
+// learnPolicy shares the policy of limit requests per period for ks.
+func (r *Redis) learnPolicy(ctx context.Context, ks *keyState, limit int64, period time.Duration) error {
+	iv := max((int64(period)/limit+999)/1000, 1) // µs, rounded up
+	life := policyLife(period)
+	now := r.now()
+	if p := ks.learned.Load(); p != nil && p.iv == iv && p.burst == limit && now-p.at < int64(life/2) {
+		return nil
+	}
+	if err := r.usable(); err != nil {
+		return err
+	}
+	args := []any{iv, limit, int64(life / time.Microsecond), r.marginMs() * 1000}
+	v, err := r.eval(ctx, learnScript, ks.keys, args)
+	if err == nil {
+		if _, err = intReply("learn", v); err == nil {
+			r.up()
+			ks.learned.Store(&learnedPolicy{iv: iv, burst: limit, at: now})
+			return nil
+		}
+	}
+	if ctx.Err() != nil {
+		r.probing.Store(false)
+		return ctx.Err()
+	}
+	r.down(err)
+	return err
+}

@@ -1,0 +1,169 @@
+package sharedquota
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/headway-go/headway"
+)
+
+// TestLearnShared: what process A learns, process B obeys: a stated
+// policy paces B's key without limits, and an exhausted quota pauses it.
+func TestLearnShared(t *testing.T) {
+	addr := redisAddr(t)
+	a := newQuota(t, newClient(t, addr))
+	b := NewRedis(newClient(t, addr), WithPrefix(a.cfg.prefix))
+	defer b.Close()
+	ctx := context.Background()
+
+	policy := headway.Signal{HasRemaining: true, Remaining: 7, Limit: 10, Period: time.Second}
+	if err := a.Learn(ctx, "p", policy); err != nil {
+		t.Fatal(err)
+	}
+	trips := a.Stats().RoundTrips
+	if err := a.Learn(ctx, "p", policy); err != nil || a.Stats().RoundTrips != trips {
+		t.Fatalf("the same policy again: %v, %d round trips, want none", err, a.Stats().RoundTrips-trips)
+	}
+	for i := range 10 { // Limit at once
+		if d := reserve(t, b, "p", 1); d != 0 {
+			t.Fatalf("reservation %d within the learned burst waits %v", i, d)
+		}
+	}
+	if d := reserve(t, b, "p", 3); !near(d, 100*time.Millisecond) {
+		t.Fatalf("past the learned burst: wait %v, want about 100ms (one request, whatever its cost)", d)
+	}
+	// A key with limits of its own keeps to them alone.
+	if d := reserve(t, b, "p", 1, headway.PerSecond(1000).WithBurst(10)); d != 0 {
+		t.Fatalf("configured limits: wait %v, want 0", d)
+	}
+
+	exhausted := headway.Signal{HasRemaining: true, Remaining: 0, HasWait: true, Wait: 300 * time.Millisecond, Reset: time.Second}
+	if err := a.Learn(ctx, "x", exhausted); err != nil {
+		t.Fatal(err)
+	}
+	trips = a.Stats().RoundTrips
+	if err := a.Learn(ctx, "x", exhausted); err != nil || a.Stats().RoundTrips != trips {
+		t.Fatalf("the same pause again: %v, %d round trips, want none", err, a.Stats().RoundTrips-trips)
+	}
+	if d := reserve(t, b, "x", 1, headway.PerSecond(1000)); !near(d, 300*time.Millisecond) {
+		t.Fatalf("after an exhausted quota elsewhere: wait %v, want about 300ms", d)
+	}
+	// With a stated policy, the rate is the policy's, not a pause.
+	exhausted.Limit, exhausted.Period = 10, time.Second
+	if err := a.Learn(ctx, "y", exhausted); err != nil {
+		t.Fatal(err)
+	}
+	if d := reserve(t, b, "y", 1); d != 0 {
+		t.Fatalf("exhausted with a policy: wait %v, want none", d)
+	}
+	// A stated delay is Pause's business, not Learn's.
+	stated := headway.Signal{HasRemaining: true, HasWait: true, RetryAfter: true, Wait: time.Second}
+	if err := a.Learn(ctx, "z", stated); err != nil {
+		t.Fatal(err)
+	}
+	if d := reserve(t, b, "z", 1); d != 0 {
+		t.Fatalf("stated delay: wait %v, want none", d)
+	}
+	a.Close()
+	if err := a.Learn(ctx, "p", policy); err != ErrClosed {
+		t.Fatalf("Learn after Close: %v", err)
+	}
+}
+
+// TestLearnThroughTransports: two Transports with no limit of their own,
+// one quota each (two processes), one API. The API states its policy, or
+// an exhausted quota, to A only; B, which hears nothing from it, keeps to
+// what A learned.
+func TestLearnThroughTransports(t *testing.T) {
+	addr := redisAddr(t)
+	prefix := testPrefix(t)
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+		check  func(t *testing.T, offs []time.Duration)
+	}{
+		{
+			name: "policy",
+			header: http.Header{
+				"Ratelimit-Policy": {`"default";q=5;w=1`},
+				"Ratelimit":        {`"default";r=4;t=1`},
+			},
+			check: func(t *testing.T, offs []time.Duration) {
+				// 5 at once, then one every 200ms: the 8th at 600ms.
+				if offs[4] > 100*time.Millisecond || offs[7] < 550*time.Millisecond {
+					t.Errorf("B's requests left at %v, want 5 at once then 200ms apart", offs)
+				}
+			},
+		},
+		{
+			name:   "exhausted",
+			header: http.Header{"Ratelimit": {`"default";r=0;t=1`}},
+			check: func(t *testing.T, offs []time.Duration) {
+				if offs[0] < 900*time.Millisecond {
+					t.Errorf("B's first request left at %v, want after the reset (1s)", offs[0])
+				}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var fromB []time.Time
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("X-Process") == "A" {
+					for k, v := range tc.header {
+						w.Header()[k] = v
+					}
+					return
+				}
+				mu.Lock()
+				fromB = append(fromB, time.Now())
+				mu.Unlock()
+			}))
+			defer srv.Close()
+			newTransport := func() *headway.Transport {
+				q := NewRedis(newClient(t, addr), WithPrefix(prefix))
+				t.Cleanup(func() { q.Close() })
+				return headway.New(srv.Client().Transport,
+					headway.WithKey(func(*http.Request) string { return "api-" + tc.name }),
+					headway.WithSharedQuota(q))
+			}
+			ta, tb := newTransport(), newTransport()
+			req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+			req.Header.Set("X-Process", "A")
+			resp, err := ta.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+					resp, err := tb.RoundTrip(req)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					resp.Body.Close()
+				})
+			}
+			wg.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			if len(fromB) != 8 {
+				t.Fatalf("%d requests from B, want 8", len(fromB))
+			}
+			offs := make([]time.Duration, len(fromB))
+			for i, at := range fromB {
+				offs[i] = at.Sub(start).Round(time.Millisecond)
+			}
+			t.Logf("B's requests arrived at %v", offs)
+			tc.check(t, offs)
+		})
+	}
+}
