@@ -111,9 +111,9 @@ func TestFleetPause(t *testing.T) {
 	}
 	defer fs.Close()
 	start := time.Now().Add(time.Second)
-	// Few goroutines: a request reserved before the pause still leaves at
-	// its time, so the reservations ahead must be short for the test to
-	// see the pause.
+	// Few goroutines, so that few reservations are ahead when the pause
+	// comes: the test measures the pause, not the slots reserved before it
+	// (which check the pause again before they leave).
 	runFleet(t, 3, workerConfig{
 		Redis: addr, URL: fs.URL, Prefix: testPrefix(t),
 		Rate: rate, Burst: 8, Goroutines: 2,
