@@ -43,6 +43,7 @@ type WaitError struct {
 	Allowed time.Duration
 }
 
+// Error describes the failure.
 func (e *WaitError) Error() string {
 	return fmt.Sprintf("headway: wait of %v exceeds the %v allowed", e.Wait, e.Allowed)
 }
@@ -64,6 +65,7 @@ type CostError struct {
 	Limit Limit // the limit it does not fit
 }
 
+// Error describes the failure.
 func (e *CostError) Error() string {
 	if e.Cost < 0 {
 		return fmt.Sprintf("headway: negative cost %d", e.Cost)

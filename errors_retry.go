@@ -39,6 +39,7 @@ type RetryError struct {
 	BudgetExhausted bool
 }
 
+// Error describes the failure.
 func (e *RetryError) Error() string {
 	s := "attempts"
 	if e.Attempts == 1 {
@@ -86,6 +87,7 @@ type CircuitOpenError struct {
 	RetryIn time.Duration
 }
 
+// Error describes the failure.
 func (e *CircuitOpenError) Error() string {
 	if e.State == BreakerHalfOpen {
 		return "headway: circuit half-open, every probe in flight"
