@@ -58,33 +58,3 @@ func buffer(resp *http.Response, limit int64) *http.Response {
 	resp.Body = io.NopCloser(bytes.NewReader(data))
 	return resp
 }
-
-// replayable reports whether req can be sent again: it has no body, or a
-// GetBody to make a new one.
-func replayable(req *http.Request) bool {
-	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-}
-
-// idempotent reports whether sending req twice does what sending it once
-// does: an idempotent method, or an Idempotency-Key header.
-func idempotent(req *http.Request) bool {
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
-	}
-	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
-}
-
-// retryRequest returns a copy of req to send again, with a new body. The
-// caller's req is not changed.
-func retryRequest(req *http.Request) (*http.Request, error) {
-	out := req.Clone(req.Context())
-	if req.Body != nil && req.Body != http.NoBody {
-		body, err := req.GetBody()
-		if err != nil {
-			return nil, err
-		}
-		out.Body = body
-	}
-	return out, nil
-}

@@ -1,9 +1,6 @@
 package headway
 
-import (
-	"math"
-	"time"
-)
+import "math"
 
 // The pacer is a leaky bucket written as GCRA (the generic cell rate
 // algorithm, "virtual scheduling"): each limit keeps a theoretical arrival
@@ -150,6 +147,3 @@ func satMul(a, b int64) int64 {
 	}
 	return p
 }
-
-// nanos converts a duration to the pacer's clock unit.
-func nanos(d time.Duration) int64 { return int64(d) }
