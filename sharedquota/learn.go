@@ -71,10 +71,8 @@ func (r *Redis) learnPolicy(ctx context.Context, ks *keyState, limit int64, peri
 			return nil
 		}
 	}
-	if ctx.Err() != nil {
-		r.probing.Store(false)
+	if r.failed(ctx, err) {
 		return ctx.Err()
 	}
-	r.down(err)
 	return err
 }

@@ -53,11 +53,9 @@ func (r *Redis) reserveLease(ctx context.Context, ks *keyState, limits []headway
 			err = &ReplyError{Script: "reserve", Reply: v, Reason: "every leased slot expired on arrival"}
 		}
 	}
-	if ctx.Err() != nil {
-		r.probing.Store(false)
+	if r.failed(ctx, err) {
 		return 0, ctx.Err()
 	}
-	r.down(err)
 	return r.degrade(ks, limits, 1, err)
 }
 

@@ -225,11 +225,9 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 		r.stats.reservations.Add(1)
 		return time.Duration(w) * time.Microsecond, nil
 	}
-	if ctx.Err() != nil {
-		r.probing.Store(false)
+	if r.failed(ctx, err) {
 		return 0, ctx.Err()
 	}
-	r.down(err)
 	return r.degrade(ks, limits, cost, err)
 }
 
@@ -265,11 +263,9 @@ func (r *Redis) Pause(ctx context.Context, key string, d time.Duration) error {
 			return nil
 		}
 	}
-	if ctx.Err() != nil {
-		r.probing.Store(false)
+	if r.failed(ctx, err) {
 		return ctx.Err()
 	}
-	r.down(err)
 	return err
 }
 
@@ -310,11 +306,9 @@ func (r *Redis) PausedFor(ctx context.Context, key string) (time.Duration, error
 			err = &ReplyError{Script: "paused", Reply: v, Reason: "want a non-negative integer"}
 		}
 	}
-	if ctx.Err() != nil {
-		r.probing.Store(false)
+	if r.failed(ctx, err) {
 		return ks.pausedFor(r.now()), ctx.Err()
 	}
-	r.down(err)
 	return ks.pausedFor(r.now()), err
 }
 
@@ -541,6 +535,18 @@ func (r *Redis) up() {
 		}
 		r.probing.Store(false)
 	}
+}
+
+// failed notes a failed call and reports whether it failed because the
+// caller gave up (its ctx ended), which says nothing of Redis; any other
+// failure marks Redis down.
+func (r *Redis) failed(ctx context.Context, err error) (callerGone bool) {
+	if ctx.Err() != nil {
+		r.probing.Store(false)
+		return true
+	}
+	r.down(err)
+	return false
 }
 
 // down notes a failed call: Redis is left alone for the retry interval.
