@@ -251,6 +251,7 @@ var noDone = func(outcome) {}
 // queue for a slot. done must be called with the outcome of the request,
 // which is sent at once.
 func (t *Transport) admit(ctx context.Context, key string, req *http.Request, cost int64, front bool) (*keyState, departure, func(outcome), error) {
+	queued := time.Now()
 	for {
 		k := t.keys.get(key, t, req)
 		done := noDone
@@ -269,7 +270,7 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			done(outcomeExcluded)
 			return nil, departure{}, nil, err
 		}
-		if err := t.reserveShared(ctx, key, k, cost); err != nil {
+		if err := t.reserveShared(ctx, key, k, cost, queued); err != nil {
 			done(outcomeExcluded)
 			k.release()
 			k.seen()
