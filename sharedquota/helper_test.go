@@ -37,12 +37,20 @@ type workerConfig struct {
 	Duration   time.Duration // how long to send
 	PauseAt    time.Duration // after Start, call Pause (worker 0 only); 0: never
 	Pause      time.Duration
+	Timeout    time.Duration // WithTimeout; 0: the default
 }
 
 type workerResult struct {
 	OK, TooMany, Errors, Cut int64
 	Stats                    Stats
-	Live                     int
+	// MaxLive is the most processes the worker saw announced during the
+	// run (sampled every 50ms): the count at the very end races with the
+	// other workers' Close.
+	MaxLive int
+	// PauseCalled and PausedAt are when worker 0 called Pause and when
+	// the call returned (zero if it made none or it failed): the pause
+	// began between the two.
+	PauseCalled, PausedAt time.Time
 }
 
 const fleetKey = "fleet-token"
@@ -65,7 +73,7 @@ func helperMain(mode string) int {
 func runWorker(cfg workerConfig) (workerResult, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis, ContextTimeoutEnabled: true, PoolSize: cfg.Goroutines})
 	defer rdb.Close()
-	q := NewRedis(rdb, WithPrefix(cfg.Prefix), WithLease(cfg.Lease), WithHeartbeat(200*time.Millisecond))
+	q := NewRedis(rdb, WithPrefix(cfg.Prefix), WithLease(cfg.Lease), WithHeartbeat(200*time.Millisecond), WithTimeout(cfg.Timeout))
 	defer q.Close()
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxIdleConnsPerHost = cfg.Goroutines
@@ -81,15 +89,33 @@ func runWorker(cfg workerConfig) (workerResult, error) {
 	end := cfg.Start.Add(cfg.Duration)
 	ctx, cancel := context.WithDeadline(context.Background(), end)
 	defer cancel()
-	if cfg.PauseAt > 0 && cfg.Index == 0 {
-		go func() {
-			time.Sleep(time.Until(cfg.Start.Add(cfg.PauseAt)))
-			_ = q.Pause(context.Background(), fleetKey, cfg.Pause)
-		}()
-	}
 	var res workerResult
 	var ok, tooMany, errs, cut atomic.Int64
+	var maxLive atomic.Int64
 	var wg sync.WaitGroup
+	if cfg.PauseAt > 0 && cfg.Index == 0 {
+		wg.Go(func() {
+			time.Sleep(time.Until(cfg.Start.Add(cfg.PauseAt)))
+			called := time.Now()
+			if q.Pause(context.Background(), fleetKey, cfg.Pause) == nil {
+				res.PauseCalled, res.PausedAt = called, time.Now()
+			}
+		})
+	}
+	wg.Go(func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if n := int64(q.Live(fleetKey)); n > maxLive.Load() {
+				maxLive.Store(n)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
 	for range cfg.Goroutines {
 		wg.Go(func() {
 			for ctx.Err() == nil {
@@ -117,12 +143,12 @@ func runWorker(cfg workerConfig) (workerResult, error) {
 	wg.Wait()
 	res.OK, res.TooMany, res.Errors, res.Cut = ok.Load(), tooMany.Load(), errs.Load(), cut.Load()
 	res.Stats = q.Stats()
-	res.Live = q.Live(fleetKey)
+	res.MaxLive = int(maxLive.Load())
 	return res, nil
 }
 
 // runFleet runs n worker processes with cfg and returns their results.
-func runFleet(t *testing.T, n int, cfg workerConfig) []workerResult {
+func runFleet(t testing.TB, n int, cfg workerConfig) []workerResult {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
