@@ -58,10 +58,15 @@ func WithBreaker(s BreakerSettings) Option {
 	return optionFunc(func(c *config) { c.breaker = &s })
 }
 
-// WithMaxRetryAfter sets the longest wait a throttled response may name
-// for its request to be sent again after it; a longer one goes back to the
-// caller at once, and the key stays paused for the others. The default is
-// DefaultMaxWait, 10 minutes.
+// WithMaxRetryAfter caps the waits a server names (Retry-After, or the
+// reset of an exhausted quota). A throttled response that names a longer
+// wait goes back to the caller at once, unretried. Such a wait holds its
+// key for the cap at most, is logged at Warn and counted (the outcome
+// "wait_capped" of headway.requests; PauseEvent.Stated for a pause), and
+// while what is left of it is longer than the cap, a request on the key
+// fails at once, unsent, with a *WaitError whose Stated is true and whose
+// Wait is what is left; then the key waits out the rest. The default is
+// DefaultMaxWait, 10 minutes; a zero or negative d keeps the default.
 func WithMaxRetryAfter(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
