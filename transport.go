@@ -355,7 +355,10 @@ func (t *Transport) newKey(key string, req *http.Request) *keyState {
 		}
 		k.br = newBreaker(key, s)
 	}
-	k.probing.Store(len(lims) == 0)
+	// Until the first answer, one request finds out what the server allows:
+	// a configured limit is what its documentation says, and a server's
+	// burst may be smaller.
+	k.probing.Store(true)
 	if len(lims) == 0 {
 		k.model.track() // its pace will come from what the server says
 	}
