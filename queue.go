@@ -117,8 +117,9 @@ type keyState struct {
 	budget   *retryBudget // nil when budgets are off
 	br       *breaker     // nil without WithBreaker
 	queue    waitList
-	inflight int
-	freedAt  int64 // when a full in-flight set last had a slot again
+	inflight int          // counted only with a bound on it
+	unseen   atomic.Int32 // departures whose outcome the key has not yet taken in
+	freedAt  int64        // when a full in-flight set last had a slot again
 	timer    *time.Timer
 	timerAt  int64 // when the armed timer fires; 0 when disarmed
 	evicted  bool  // removed from the key table; look the key up again
@@ -212,9 +213,15 @@ func (k *keyState) take(d, cost int64) uint64 {
 		k.firstAt = d
 	}
 	k.sent++
+	k.unseen.Add(1)
 	k.occupy()
 	return k.sent
 }
+
+// seen notes that a departure's outcome has been taken in (its response
+// observed, or its failure), or that it was never sent: until then the
+// key is not idle, since what the response says would update it.
+func (k *keyState) seen() { k.unseen.Add(-1) }
 
 // admissible decides, under k.mu, whether a request that cannot leave at
 // once may join the queue: the queue has room, the cost fits every burst,
@@ -270,6 +277,7 @@ func (k *keyState) abandon(w *waiter) {
 	if w.admitted {
 		k.pacer.giveBack(now, w.cost)
 		k.releaseLocked(now)
+		k.seen()
 	} else {
 		k.queue.remove(w)
 	}
@@ -372,9 +380,10 @@ func (k *keyState) onTimer() {
 }
 
 // idle reports, under k.mu, whether k holds nothing that a new keyState
-// would not: no waiter, nothing in flight, a full pacer.
+// would not: no waiter, nothing in flight (with or without a bound on it),
+// nothing owed to the pacer, no pause, nothing being learned.
 func (k *keyState) idle(now int64) bool {
-	return k.queue.head == nil && k.inflight == 0 && k.timerAt == 0 && k.pacer.idle(now) &&
+	return k.queue.head == nil && k.inflight == 0 && k.unseen.Load() == 0 && k.timerAt == 0 && k.pacer.idle(now) &&
 		k.model.idle(now) && k.aimd.idle(now) && k.host.pauseUntil.Load() <= now
 }
 

@@ -116,16 +116,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	o := t.obs
 	var (
-		r    *retrier       // the retries; made up front only for a body
+		r    *retrier       // the retries; made when the first attempt leaves, for a body
 		last *http.Response // the last response, kept while its retry waits
 	)
-	if req.Body != nil && req.Body != http.NoBody && t.retry.maxAttempts > 1 {
-		var err error
-		if r, err = t.retry.newRetrier(req, nil, time.Now()); err != nil {
-			return nil, err // the body is closed
-		}
-		defer r.close()
-	}
+	// A body that may be sent again is read into memory only once its
+	// request may leave: a queued request holds no more than it was given.
+	replay := req.Body != nil && req.Body != http.NoBody && t.retry.maxAttempts > 1
 	for attempt := 1; ; attempt++ {
 		var asked time.Time
 		if o != nil {
@@ -155,12 +151,22 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if attempt == 1 {
 			k.countRequest(dep.at) // the budget's epoch is t's
+			if replay {
+				if r, err = t.retry.newRetrier(req, nil, time.Now()); err != nil {
+					done(outcomeExcluded)
+					k.release()
+					k.seen()
+					return nil, err // the body is closed
+				}
+				defer r.close()
+			}
 		}
 		out := req
 		if r != nil {
 			if out, err = r.attempt(); err != nil {
 				done(outcomeExcluded)
 				k.release()
+				k.seen()
 				if last != nil {
 					return last, nil
 				}
@@ -186,6 +192,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			sig = t.observe(k, dep, resp)
 			t.pauseShared(ctx, key, &sig)
 			t.learnShared(ctx, key, k, &sig)
+		}
+		k.seen()
+		if err == nil {
 			if !sig.Throttled && resp.StatusCode < 400 && t.retry.check == nil {
 				return t.track(k, resp), nil // the common case: nothing to retry
 			}
@@ -242,6 +251,7 @@ var noDone = func(outcome) {}
 // queue for a slot. done must be called with the outcome of the request,
 // which is sent at once.
 func (t *Transport) admit(ctx context.Context, key string, req *http.Request, cost int64, front bool) (*keyState, departure, func(outcome), error) {
+	queued := time.Now()
 	for {
 		k := t.keys.get(key, t, req)
 		done := noDone
@@ -260,9 +270,10 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			done(outcomeExcluded)
 			return nil, departure{}, nil, err
 		}
-		if err := t.reserveShared(ctx, key, k, cost); err != nil {
+		if err := t.reserveShared(ctx, key, k, cost, queued); err != nil {
 			done(outcomeExcluded)
 			k.release()
+			k.seen()
 			return nil, departure{}, nil, err
 		}
 		if k.br != nil {
