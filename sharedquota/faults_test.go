@@ -19,7 +19,7 @@ import (
 func timedReserve(t *testing.T, q *Redis, limits ...headway.Limit) (time.Duration, error) {
 	t.Helper()
 	start := time.Now()
-	d, err := q.Reserve(context.Background(), "k", limits, 1)
+	d, err := q.Reserve(context.Background(), "k", limits, 1, forever)
 	if took := time.Since(start); took > q.cfg.timeout+time.Second {
 		t.Fatalf("Reserve took %v, timeout %v", took, q.cfg.timeout)
 	}

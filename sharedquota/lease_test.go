@@ -61,7 +61,7 @@ func runLease(t testing.TB, rate, burst, lease int, dur time.Duration) (trips, r
 		for range 8 {
 			wg.Go(func() {
 				for ctx.Err() == nil {
-					d, err := qs[i].Reserve(ctx, "k", lim, 1)
+					d, err := qs[i].Reserve(ctx, "k", lim, 1, forever)
 					if err != nil {
 						return
 					}

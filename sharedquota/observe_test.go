@@ -45,7 +45,7 @@ func TestFallbacksAreCountedAndLogged(t *testing.T) {
 
 	const key = "api.test\x00Bearer SECRET"
 	for range 3 {
-		if _, err := q.Reserve(context.Background(), key, []headway.Limit{headway.PerSecond(100)}, 1); err != nil {
+		if _, err := q.Reserve(context.Background(), key, []headway.Limit{headway.PerSecond(100)}, 1, forever); err != nil {
 			t.Fatal(err)
 		}
 	}

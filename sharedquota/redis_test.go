@@ -29,7 +29,7 @@ func newQuota(t testing.TB, c redis.UniversalClient, opts ...Option) *Redis {
 
 func reserve(t testing.TB, q *Redis, key string, cost int, limits ...headway.Limit) time.Duration {
 	t.Helper()
-	d, err := q.Reserve(context.Background(), key, limits, cost)
+	d, err := q.Reserve(context.Background(), key, limits, cost, forever)
 	if err != nil {
 		t.Fatalf("Reserve: %v", err)
 	}
@@ -174,19 +174,19 @@ func TestScriptFlush(t *testing.T) {
 func TestInvalid(t *testing.T) {
 	c := newClient(t, redisAddr(t))
 	q := newQuota(t, c)
-	if _, err := q.Reserve(context.Background(), "k", []headway.Limit{{}}, 1); !errors.Is(err, ErrInvalidLimit) {
+	if _, err := q.Reserve(context.Background(), "k", []headway.Limit{{}}, 1, forever); !errors.Is(err, ErrInvalidLimit) {
 		t.Fatalf("zero limit: %v", err)
 	}
-	if _, err := q.Reserve(context.Background(), "k", nil, -1); !errors.Is(err, ErrInvalidLimit) {
+	if _, err := q.Reserve(context.Background(), "k", nil, -1, forever); !errors.Is(err, ErrInvalidLimit) {
 		t.Fatalf("negative cost: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := q.Reserve(ctx, "k", nil, 1); !errors.Is(err, context.Canceled) {
+	if _, err := q.Reserve(ctx, "k", nil, 1, forever); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
 	}
 	q.Close()
-	if _, err := q.Reserve(context.Background(), "k", nil, 1); !errors.Is(err, ErrClosed) {
+	if _, err := q.Reserve(context.Background(), "k", nil, 1, forever); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after Close: %v", err)
 	}
 	if err := q.Pause(context.Background(), "k", time.Second); !errors.Is(err, ErrClosed) {
@@ -272,3 +272,6 @@ func TestOneLimitScriptSharesState(t *testing.T) {
 		t.Fatalf("waitReply(-1) = %v", err)
 	}
 }
+
+// forever is a within longer than any wait in the tests.
+const forever = 24 * time.Hour
