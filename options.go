@@ -97,6 +97,11 @@ func WithSpread() Option {
 // per-minute secondary limit, say, or an API's requests per minute beside
 // its tokens per minute.
 //
+// A limit is what a provider's documentation says, and a server may allow
+// a smaller burst than it: until a key's first answer comes (a second at
+// most), the key sends one request and holds the others, with limits or
+// without; then what the server says is left caps the limits.
+//
 // By default no limit is set: requests leave as fast as they come, and
 // only QueueOptions and WithMaxInFlight apply. New panics if a limit is
 // invalid (see Limit).

@@ -113,7 +113,7 @@ type keyState struct {
 	aimdB    bucket       // aimd's pace, as a bucket of burst 1
 	sent     uint64       // departures so far; the last one's number
 	firstAt  int64        // when the first departure left
-	probing  atomic.Bool  // no limit is set and no response has come yet
+	probing  atomic.Bool  // no response has come yet
 	budget   *retryBudget // nil when budgets are off
 	br       *breaker     // nil without WithBreaker
 	queue    waitList

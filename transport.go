@@ -254,6 +254,7 @@ var noDone = func(outcome) {}
 // queue for a slot. done must be called with the outcome of the request,
 // which is sent at once.
 func (t *Transport) admit(ctx context.Context, key string, req *http.Request, cost int64, front bool) (*keyState, departure, func(outcome), error) {
+	queued := time.Now()
 	for {
 		k := t.keys.get(key, t, req)
 		done := noDone
@@ -272,7 +273,7 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			done(outcomeExcluded)
 			return nil, departure{}, nil, err
 		}
-		if err := t.reserveShared(ctx, key, k, cost); err != nil {
+		if err := t.reserveShared(ctx, key, k, cost, queued); err != nil {
 			done(outcomeExcluded)
 			k.release()
 			k.seen()
@@ -368,7 +369,10 @@ func (t *Transport) newKey(key string, req *http.Request) *keyState {
 		}
 		k.br = newBreaker(key, s)
 	}
-	k.probing.Store(len(lims) == 0)
+	// Until the first answer, one request finds out what the server allows:
+	// a configured limit is what its documentation says, and a server's
+	// burst may be smaller.
+	k.probing.Store(true)
 	if len(lims) == 0 {
 		k.model.track() // its pace will come from what the server says
 	}

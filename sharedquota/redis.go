@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -170,12 +171,14 @@ func (r *Redis) KeyNames(key string) (quota, procs string) {
 // Reserve spends cost units of each of limits for one request on key, in
 // every process sharing the Redis, and returns how long from now the
 // request must wait: until the later of the key's shared pause and its GCRA
-// departure over all of limits at once. It implements headway.SharedQuota.
+// departure over all of limits at once. When that wait is longer than
+// within, it spends nothing, in Redis or in this process, and returns the
+// wait. It implements headway.SharedQuota.
 //
 // When Redis fails or times out, Reserve decides by the FailureMode; it
 // returns an error only under FailClosed, for invalid limits, after Close,
 // or when ctx is done.
-func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit, cost int) (time.Duration, error) {
+func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit, cost int, within time.Duration) (time.Duration, error) {
 	if r.closed.Load() {
 		return 0, ErrClosed
 	}
@@ -190,12 +193,14 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 			return 0, ErrInvalidLimit
 		}
 	}
+	within = max(within, 0)
+	withinUs := int64(within / time.Microsecond)
 	ks := r.state(key)
 	if r.cfg.leaseSize > 1 && oneUnit(limits, cost) {
-		return r.reserveLease(ctx, ks, limits)
+		return r.reserveLease(ctx, ks, limits, within)
 	}
 	if err := r.usable(); err != nil {
-		return r.degrade(ks, limits, cost, err)
+		return r.degrade(ks, limits, cost, within, err)
 	}
 	var (
 		v   any
@@ -204,13 +209,13 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 	)
 	ks.mu.Lock()
 	if len(limits) == 1 {
-		args := ks.oneArgsFor(limits[0], cost, r.marginMs())
+		args := append(ks.oneArgsFor(limits[0], cost, r.marginMs()), withinUs)
 		ks.mu.Unlock()
 		if v, err = r.eval(ctx, reserveOneScript, ks.keys, args); err == nil {
 			w, err = waitReply(v)
 		}
 	} else {
-		args := ks.argsFor(limits, cost, 1, r.marginMs())
+		args := ks.argsFor(limits, cost, 1, r.marginMs(), withinUs)
 		ks.mu.Unlock()
 		if v, err = r.eval(ctx, reserveScript, ks.keys, args); err == nil {
 			var waits [1]int64
@@ -228,7 +233,7 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 	if r.failed(ctx, err) {
 		return 0, ctx.Err()
 	}
-	return r.degrade(ks, limits, cost, err)
+	return r.degrade(ks, limits, cost, within, err)
 }
 
 // Pause makes every process wait d from now before its next request on
@@ -369,14 +374,15 @@ func (r *Redis) state(key string) *keyState {
 	return ks
 }
 
-// argsFor returns the reserve script's arguments for slots slots of cost
-// units each. The caller locks ks.
-func (ks *keyState) argsFor(limits []headway.Limit, cost, slots int, margin int64) []any {
-	if cost == 1 && slots == 1 && ks.args != nil && sameLimits(limits, ks.argLimits) {
-		return ks.args
+// argsFor returns the reserve script's arguments for up to slots slots of
+// cost units each, within withinUs µs. The caller locks ks.
+func (ks *keyState) argsFor(limits []headway.Limit, cost, slots int, margin, withinUs int64) []any {
+	if cost == 1 && ks.args != nil && sameLimits(limits, ks.argLimits) {
+		ks.args[0], ks.args[1], ks.args[2] = slots, margin, withinUs
+		return slices.Clone(ks.args)
 	}
-	args := make([]any, 0, 2+4*len(limits))
-	args = append(args, slots, margin)
+	args := make([]any, 0, 3+4*len(limits))
+	args = append(args, slots, margin, withinUs)
 	for _, l := range limits {
 		iv := intervalUs(l)
 		units := int64(cost)
@@ -385,8 +391,8 @@ func (ks *keyState) argsFor(limits []headway.Limit, cost, slots int, margin int6
 		}
 		args = append(args, fieldOf(l, iv), iv, burstOf(l), units)
 	}
-	if cost == 1 && slots == 1 {
-		ks.args = args
+	if cost == 1 {
+		ks.args = slices.Clone(args)
 		ks.argLimits = append(ks.argLimits[:0], limits...)
 	}
 	return args
@@ -403,7 +409,9 @@ func (ks *keyState) oneArgsFor(l headway.Limit, cost int, margin int64) []any {
 	}
 	iv := intervalUs(l)
 	units := int64(cost)
-	ks.oneArgs = []any{fieldOf(l, iv), (burstOf(l) - units) * iv, units * iv, margin * 1000}
+	// Room for the caller's last argument: appending it never writes into
+	// the cached array.
+	ks.oneArgs = slices.Clip([]any{fieldOf(l, iv), (burstOf(l) - units) * iv, units * iv, margin * 1000})
 	ks.oneLimit, ks.oneCost = l, cost
 	return ks.oneArgs
 }
@@ -435,8 +443,9 @@ func oneUnit(limits []headway.Limit, cost int) bool {
 	return true
 }
 
-// degrade decides a reservation without Redis, by the FailureMode.
-func (r *Redis) degrade(ks *keyState, limits []headway.Limit, cost int, err error) (time.Duration, error) {
+// degrade decides a reservation without Redis, by the FailureMode; the
+// fallback spends nothing on a wait longer than within.
+func (r *Redis) degrade(ks *keyState, limits []headway.Limit, cost int, within time.Duration, err error) (time.Duration, error) {
 	var re *ReplyError
 	if !errors.As(err, &re) && !errors.Is(err, ErrUnavailable) {
 		err = &UnavailableError{Op: "reserve", Err: err}
@@ -454,7 +463,7 @@ func (r *Redis) degrade(ks *keyState, limits []headway.Limit, cost int, err erro
 	now := r.now()
 	ks.mu.Lock()
 	ks.local.configure(limits, ks.live.Load())
-	d := ks.local.reserve(now, ks.pauseUntil, int64(cost))
+	d := ks.local.reserve(now, ks.pauseUntil, int64(cost), int64(within))
 	ks.mu.Unlock()
 	return time.Duration(d - now), nil
 }

@@ -11,9 +11,12 @@ import (
 // it runs on any Redis, Cluster included; the keys of one quota share a
 // hash tag, so they live in one slot.
 
-// reserveScript spends slots reservations of a quota at once, under GCRA
-// over all of its limits, and returns the wait of each, in microseconds
-// from now, as an array of integers. A reservation leaves at
+// reserveScript spends up to slots reservations of a quota at once, under
+// GCRA over all of its limits, and returns the wait of each, in
+// microseconds from now, as an array of integers. It spends only those
+// whose wait is within ARGV[3] µs: when not even the first is, it spends
+// nothing and returns that one's wait alone (longer than ARGV[3]). A
+// reservation leaves at
 //
 //	max(now, pause, max over limits of TAT + units·T − burst·T)
 //
@@ -29,8 +32,9 @@ import (
 // most calls do not touch the TTL; a limit that one request does not use
 // keeps its state.
 // ARGV[1]: the number of slots; ARGV[2]: the margin of the TTL, in ms;
-// then 4 values per limit: field name, interval T (µs), burst (units),
-// units one slot spends.
+// ARGV[3]: the longest wait worth spending a slot on, in µs; then 4
+// values per limit: field name, interval T (µs), burst (units), units one
+// slot spends.
 //
 // A reservation without limits applies the learned policy, if one is
 // current (see learnScript): its fields "li" (T, µs), "lb" (burst) and "lu"
@@ -41,9 +45,10 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local slots = tonumber(ARGV[1])
 local margin = tonumber(ARGV[2]) * 1000
-local n = (#ARGV - 2) / 4
+local within = tonumber(ARGV[3])
+local n = (#ARGV - 3) / 4
 local fields = {'pause', 'exp'}
-for i = 1, n do fields[i + 2] = ARGV[4 * i - 1] end
+for i = 1, n do fields[i + 2] = ARGV[4 * i] end
 if n == 0 then fields = {'pause', 'exp', 'lt', 'li', 'lb', 'lu'} end
 local vals = redis.call('HMGET', KEYS[1], unpack(fields))
 local pause = tonumber(vals[1]) or 0
@@ -51,9 +56,9 @@ local exp = tonumber(vals[2]) or 0
 local tat, iv, burst, units = {}, {}, {}, {}
 for i = 1, n do
   tat[i] = tonumber(vals[i + 2]) or 0
-  iv[i] = tonumber(ARGV[4 * i])
-  burst[i] = tonumber(ARGV[4 * i + 1])
-  units[i] = tonumber(ARGV[4 * i + 2])
+  iv[i] = tonumber(ARGV[4 * i + 1])
+  burst[i] = tonumber(ARGV[4 * i + 2])
+  units[i] = tonumber(ARGV[4 * i + 3])
 end
 if n == 0 and tonumber(vals[4]) and (tonumber(vals[6]) or 0) > now then
   n = 1
@@ -66,6 +71,10 @@ local waits = {}
 for s = 1, slots do
   local d = math.max(now, pause)
   for i = 1, n do d = math.max(d, tat[i] + (units[i] - burst[i]) * iv[i]) end
+  if d - now > within then
+    if s == 1 then return {d - now} end
+    break
+  end
   for i = 1, n do tat[i] = math.max(tat[i], d) + units[i] * iv[i] end
   waits[s] = d - now
 end
@@ -92,13 +101,15 @@ return waits
 
 // reserveOneScript is reserveScript for the common case of one limit and
 // one slot, with the arithmetic done by the client: it returns the wait as
-// an integer, in µs from now. Both scripts keep the same fields, so
-// processes that use either share one quota.
+// an integer, in µs from now, and spends nothing when the wait is longer
+// than ARGV[5] µs. Both scripts keep the same fields, so processes that use
+// either share one quota.
 //
 // KEYS[1]: the quota's hash; ARGV[1]: the limit's field; ARGV[2]: burst·T
 // less the units the request spends times T, in µs (how far ahead of now
 // the TAT may be for the request to leave at once); ARGV[3]: the units
-// times T, in µs; ARGV[4]: the margin of the TTL, in µs.
+// times T, in µs; ARGV[4]: the margin of the TTL, in µs; ARGV[5]: the
+// longest wait worth spending the slot on, in µs.
 var reserveOneScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
@@ -106,6 +117,7 @@ local v = redis.call('HMGET', KEYS[1], 'pause', 'exp', ARGV[1])
 local pause = tonumber(v[1]) or 0
 local tat = tonumber(v[3]) or 0
 local d = math.max(now, pause, tat - ARGV[2])
+if d - now > tonumber(ARGV[5]) then return d - now end
 tat = math.max(tat, d) + ARGV[3]
 local exp = tonumber(v[2]) or 0
 local need = math.max(tat, pause)
@@ -220,14 +232,14 @@ func waitReply(v any) (int64, error) {
 	return n, nil
 }
 
-// waitsReply checks that v is an array of want non-negative integers, and
-// appends them to dst.
+// waitsReply checks that v is an array of 1 to want non-negative integers,
+// and appends them to dst.
 func waitsReply(dst []int64, v any, want int) ([]int64, error) {
 	arr, ok := v.([]any)
 	if !ok {
 		return dst, &ReplyError{Script: "reserve", Reply: v, Reason: "want an array"}
 	}
-	if len(arr) != want {
+	if len(arr) < 1 || len(arr) > want {
 		return dst, &ReplyError{Script: "reserve", Reply: v, Reason: "wrong number of waits"}
 	}
 	for _, e := range arr {
