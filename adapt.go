@@ -85,7 +85,8 @@ type serverModel struct {
 	admitted uint64 // responses received that the server admitted
 	answered uint64 // responses received
 
-	held bool // the model held a request back (set by the key)
+	held     bool  // the model held a request back (set by the key)
+	lastTake int64 // when the last departure left
 
 	spread bool  // spread what remains evenly instead of spending it at once
 	nextAt int64 // with spread: the next departure, at the earliest
@@ -114,6 +115,7 @@ type depRecord struct {
 	at   int64   // when it left
 	pred float64 // tokens the model expected right after it
 	ok   bool    // pred is known: the model was synced when it left
+	done bool    // its answer came
 }
 
 // depRing is how many departures the model remembers. A response to an
@@ -129,6 +131,10 @@ const groupSpan = int64(10 * time.Millisecond)
 // marginDecay is the run of right predictions after which the margin
 // shrinks by one request.
 const marginDecay = 32
+
+// probeGap is how long after the last departure a model that does not know
+// when its quota comes back sends one request to find out.
+const probeGap = int64(250 * time.Millisecond)
 
 // rateSpan is the shortest span over which innovations re-estimate an
 // unstated refill rate: remaining counts are whole numbers, so one span
@@ -158,6 +164,9 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *Signal) {
 	m.cap = max(m.cap, left+1)
 	m.track()
 	rec := &m.deps[seq%depRing]
+	if rec.seq == seq {
+		defer func() { rec.done = true }()
+	}
 	switch {
 	case !m.known:
 		// The first news: what the server had left after seq, less the
@@ -179,7 +188,13 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *Signal) {
 		m.judge(sig.Throttled && rec.pred >= 0, e)
 		// A request that left with others may have been counted before
 		// them: its answer can be above the group's prediction (the level
-		// after all of them) without the model being wrong.
+		// after all of them) without the model being wrong. So can one
+		// that overtook requests sent before it and not yet answered (a
+		// slow connection, a goroutine scheduled late): the server may
+		// count them after it. Only what is above both is news.
+		if e > 0 {
+			e = max(e-m.pendingBefore(rec), 0)
+		}
 		if e < 0 || (e > 0 && alone) {
 			m.correct(now, rec.at, e)
 			if !m.rateStated {
@@ -225,6 +240,18 @@ func (m *serverModel) groupPred(rec *depRecord) (pred float64, alone bool) {
 		}
 	}
 	return pred, alone
+}
+
+// pendingBefore returns the departures before rec that are not answered
+// yet.
+func (m *serverModel) pendingBefore(rec *depRecord) float64 {
+	n := 0
+	for i := range m.ring() {
+		if r := &m.deps[i]; r.seq != 0 && r.seq < rec.seq && r.ok && !r.done {
+			n++
+		}
+	}
+	return float64(n)
 }
 
 // judge grows the margin after a prediction the server proved wrong (a
@@ -383,8 +410,9 @@ func (m *serverModel) earliest(now int64, n float64) int64 {
 		return m.resetAt
 	case n <= 1 && level > -1:
 		// Nothing says when it comes back: one request at a time finds
-		// out.
-		return d
+		// out, a while after the last one left, so that a bucket that
+		// refills has done some of it, and its answer measures the rate.
+		return max(d, satAdd(m.lastTake, probeGap))
 	}
 	return satAdd(d, int64(time.Second))
 }
@@ -407,7 +435,7 @@ func (m *serverModel) take(now int64, seq uint64) {
 	}
 	now = max(now, m.at)
 	level := m.level(now)
-	m.tokens, m.at = level-1, now
+	m.tokens, m.at, m.lastTake = level-1, now, now
 	if m.resetAt > 0 && now >= m.resetAt {
 		// The reset is taken into tokens; a window's next one is a period on.
 		m.resetAt = 0

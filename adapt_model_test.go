@@ -98,3 +98,32 @@ func TestServerModelGroupsDeparturesCloseInTime(t *testing.T) {
 	m.observe(21*ms, 2, 2, &Signal{HasRemaining: true, Remaining: 8})
 	assert.InDelta(t, 8, m.level(21*ms), 1e-9, "the model neither gained nor lost a request")
 }
+
+// An answer that overtook requests sent before it, not yet answered, may
+// have been counted before them: what it says above the prediction is no
+// news until they are answered. (On a loaded machine requests 20 ms
+// apart reached the server in the other order, and the model rose by
+// three, then met three throttles.)
+func TestServerModelAnAnswerThatOvertookOthersLiftsNothing(t *testing.T) {
+	ms := int64(time.Millisecond)
+	m := serverModel{known: true, cap: 10, tokens: 6}
+	m.track()
+	for i := range uint64(4) {
+		m.take(int64(i)*20*ms, i+1) // 50 ms apart: not a group
+	}
+	// #4 reached the server first: 5 left after it.
+	m.observe(100*ms, 4, 4, &Signal{HasRemaining: true, Remaining: 5})
+	assert.InDelta(t, 2, m.level(100*ms), 1e-9)
+	m.observe(101*ms, 1, 4, &Signal{HasRemaining: true, Remaining: 4})
+	m.observe(102*ms, 2, 4, &Signal{HasRemaining: true, Remaining: 3})
+	m.observe(103*ms, 3, 4, &Signal{HasRemaining: true, Remaining: 2})
+	assert.LessOrEqual(t, m.level(103*ms), 2.0)
+}
+
+// With no refill known and nothing left, one request finds out, but not
+// at once: a while after the last departure.
+func TestServerModelProbesAWhileAfterTheLastDeparture(t *testing.T) {
+	m := serverModel{known: true, cap: 10, tokens: 1}
+	m.take(0, 1)
+	assert.Equal(t, probeGap, m.earliest(0, 1))
+}
