@@ -58,10 +58,15 @@ func WithBreaker(s BreakerSettings) Option {
 	return optionFunc(func(c *config) { c.breaker = &s })
 }
 
-// WithMaxRetryAfter sets the longest wait a throttled response may name
-// for its request to be sent again after it; a longer one goes back to the
-// caller at once, and the key stays paused for the others. The default is
-// DefaultMaxWait, 10 minutes.
+// WithMaxRetryAfter caps the waits a server names (Retry-After, or the
+// reset of an exhausted quota). A throttled response that names a longer
+// wait goes back to the caller at once, unretried. Such a wait holds its
+// key for the cap at most, is logged at Warn and counted (the outcome
+// "wait_capped" of headway.requests; PauseEvent.Stated for a pause), and
+// while what is left of it is longer than the cap, a request on the key
+// fails at once, unsent, with a *WaitError whose Stated is true and whose
+// Wait is what is left; then the key waits out the rest. The default is
+// DefaultMaxWait, 10 minutes; a zero or negative d keeps the default.
 func WithMaxRetryAfter(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
@@ -91,6 +96,11 @@ func WithSpread() Option {
 // or waits until it can: GitHub's 5,000 requests an hour beside a
 // per-minute secondary limit, say, or an API's requests per minute beside
 // its tokens per minute.
+//
+// A limit is what a provider's documentation says, and a server may allow
+// a smaller burst than it: until a key's first answer comes (a second at
+// most), the key sends one request and holds the others, with limits or
+// without; then what the server says is left caps the limits.
 //
 // By default no limit is set: requests leave as fast as they come, and
 // only QueueOptions and WithMaxInFlight apply. New panics if a limit is

@@ -113,7 +113,7 @@ type keyState struct {
 	aimdB    bucket       // aimd's pace, as a bucket of burst 1
 	sent     uint64       // departures so far; the last one's number
 	firstAt  int64        // when the first departure left
-	probing  atomic.Bool  // no limit is set and no response has come yet
+	probing  atomic.Bool  // no response has come yet
 	budget   *retryBudget // nil when budgets are off
 	br       *breaker     // nil without WithBreaker
 	queue    waitList
@@ -123,6 +123,12 @@ type keyState struct {
 	timer    *time.Timer
 	timerAt  int64 // when the armed timer fires; 0 when disarmed
 	evicted  bool  // removed from the key table; look the key up again
+
+	// statedUntil is the end of the last wait a server named that was
+	// longer than the cap (WithMaxRetryAfter); 0 when none. The key is
+	// held for the cap at most; a request whose wait would be longer fails
+	// at once (see holdStated).
+	statedUntil int64
 }
 
 // acquire waits until a request of the given cost may leave on k, or fails.
@@ -140,6 +146,12 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool) (departu
 	if i, ok := k.pacer.tooBig(cost); ok {
 		k.mu.Unlock()
 		return departure{}, &CostError{Cost: int(cost), Limit: k.lims[i]}
+	}
+	if k.statedUntil > now {
+		if err := k.holdStated(now); err != nil {
+			k.mu.Unlock()
+			return departure{}, err
+		}
 	}
 	// Fast path: nobody waits, a slot is free and the pacer allows it now.
 	if k.queue.head == nil && k.hasSlot() {
@@ -384,7 +396,20 @@ func (k *keyState) onTimer() {
 // nothing owed to the pacer, no pause, nothing being learned.
 func (k *keyState) idle(now int64) bool {
 	return k.queue.head == nil && k.inflight == 0 && k.unseen.Load() == 0 && k.timerAt == 0 && k.pacer.idle(now) &&
-		k.model.idle(now) && k.aimd.idle(now) && k.host.pauseUntil.Load() <= now
+		k.model.idle(now) && k.aimd.idle(now) && k.host.pauseUntil.Load() <= now && k.statedUntil <= now
+}
+
+// holdStated applies, under k.mu at now, a wait the server named that was
+// longer than the cap: while what is left of it is still longer, a request
+// fails at once with a *WaitError that names it; once it fits the cap, the
+// key is paused until its end.
+func (k *keyState) holdStated(now int64) error {
+	left, limit := time.Duration(k.statedUntil-now), k.t.cfg.maxRetryAfter
+	if left > limit {
+		return &WaitError{Wait: left, Allowed: limit, Stated: true}
+	}
+	k.pacer.pause(k.statedUntil)
+	return nil
 }
 
 // probeWait bounds how long a key with no limit waits for the answer to
@@ -407,8 +432,13 @@ func (k *keyState) observe(now int64, seq uint64, sig *Signal) {
 	defer k.mu.Unlock()
 	k.probing.Store(false)
 	pausedTill := max(k.pacer.pauseUntil, k.host.pauseUntil.Load()) // before this response
+	// A wait the server names holds the key for the cap at most: a longer
+	// one is remembered, and fails at once the requests it would hold
+	// longer (see holdStated).
+	limit := k.t.cfg.maxRetryAfter
+	wait := min(sig.Wait, limit)
 	if sig.Throttled && sig.HasWait {
-		until := satAdd(now, int64(sig.Wait))
+		until := satAdd(now, int64(wait))
 		if sig.Scope == ScopeGlobal {
 			k.host.pause(until)
 			k.t.hostPaused(until)
@@ -417,6 +447,16 @@ func (k *keyState) observe(now int64, seq uint64, sig *Signal) {
 		}
 	}
 	k.model.observe(now, seq, k.sent, sig)
+	k.model.resetAt = min(k.model.resetAt, satAdd(now, int64(limit)))
+	if sig.HasWait && sig.Wait > limit && (sig.Throttled || k.model.rate == 0) {
+		k.statedUntil = max(k.statedUntil, satAdd(now, int64(sig.Wait)))
+		err := &WaitError{Wait: sig.Wait, Allowed: limit, Stated: true}
+		for w := k.queue.head; w != nil; w = k.queue.head {
+			k.queue.remove(w)
+			w.err = err
+			w.ready <- struct{}{}
+		}
+	}
 	if sig.Throttled && !sig.HasRemaining && !k.model.known && sig.Retryable {
 		if !k.aimd.active {
 			k.aimd.ceiling = k.ceiling()
@@ -429,7 +469,7 @@ func (k *keyState) observe(now int64, seq uint64, sig *Signal) {
 		// for the end of the pause the server named, or else one interval
 		// at the new pace.
 		if sig.HasWait {
-			k.aimdB.tat = satAdd(now, int64(sig.Wait))
+			k.aimdB.tat = satAdd(now, int64(wait))
 		} else {
 			k.aimdB.tat = max(k.aimdB.tat, satAdd(now, k.aimdB.interval))
 		}

@@ -206,7 +206,8 @@ type SignalInput struct {
 
 // ServerTime returns the server's clock at receipt against which absolute
 // times in the response (HTTP dates, epoch resets) are measured: ServerNow if
-// set, else the response's Date header, else Now.
+// set, else the response's Date header if it is within 30 days of Now (a
+// Date further off is taken as broken), else Now.
 func (in *SignalInput) ServerTime() time.Time {
 	if in.srvDone {
 		return in.srv
@@ -219,12 +220,28 @@ func (in *SignalInput) serverTime() time.Time {
 	if !in.ServerNow.IsZero() {
 		return in.ServerNow
 	}
+	now := in.now()
 	if v := in.Header["Date"]; len(v) > 0 {
-		if t, ok := parseHTTPDate(v[0]); ok {
+		if t, ok := parseHTTPDate(v[0]); ok && saneDate(t, now) {
 			return t
 		}
 	}
-	return in.now()
+	return now
+}
+
+// maxDateSkew is how far a response's Date may be from the local clock and
+// still be taken for the server's clock: further off, it is broken (a Date
+// of 1970 or 9999), and absolute times are measured against the local
+// clock instead. A server whose clock is wrong by hours or days usually
+// writes its absolute resets by the same clock, so they are measured
+// against its Date as long as it is within a month.
+const maxDateSkew = 30 * 24 * time.Hour
+
+// saneDate reports whether date, a response's Date, is within maxDateSkew
+// of now.
+func saneDate(date, now time.Time) bool {
+	d := date.Sub(now)
+	return d <= maxDateSkew && d >= -maxDateSkew
 }
 
 func (in *SignalInput) now() time.Time {

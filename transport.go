@@ -190,6 +190,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			k.release()
 		} else {
 			sig = t.observe(k, dep, resp)
+			if o != nil && sig.HasWait && sig.Wait > t.cfg.maxRetryAfter {
+				o.capped(ctx, req, key, resp.StatusCode, sig.Wait, t.cfg.maxRetryAfter)
+			}
 			t.pauseShared(ctx, key, &sig)
 			t.learnShared(ctx, key, k, &sig)
 		}
@@ -201,7 +204,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if sig.Throttled {
 				t.stats.throttled.Add(1)
 				if o != nil {
-					o.throttled(ctx, req, key, attempt, resp, &sig)
+					o.throttled(ctx, req, key, attempt, resp, &sig, t.cfg.maxRetryAfter)
 				}
 			}
 		}
@@ -322,7 +325,7 @@ func (t *Transport) observe(k *keyState, dep departure, resp *http.Response) Sig
 	}
 	now := t.now()
 	if v := resp.Header["Date"]; len(v) > 0 {
-		if date, err := http.ParseTime(v[0]); err == nil {
+		if date, err := http.ParseTime(v[0]); err == nil && saneDate(date, t.wall(now)) {
 			k.host.observeDate(date, t.wall(dep.at), t.wall(now))
 		}
 	}
@@ -366,7 +369,10 @@ func (t *Transport) newKey(key string, req *http.Request) *keyState {
 		}
 		k.br = newBreaker(key, s)
 	}
-	k.probing.Store(len(lims) == 0)
+	// Until the first answer, one request finds out what the server allows:
+	// a configured limit is what its documentation says, and a server's
+	// burst may be smaller.
+	k.probing.Store(true)
 	if len(lims) == 0 {
 		k.model.track() // its pace will come from what the server says
 	}

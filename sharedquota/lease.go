@@ -31,12 +31,12 @@ func (r *Redis) reserveLease(ctx context.Context, ks *keyState, limits []headway
 	n := r.cfg.leaseSize
 	withinUs := int64(within / time.Microsecond)
 	ks.mu.Lock()
-	args := ks.argsFor(limits, 1, n, r.marginMs(), withinUs)
+	args := ks.argsFor(limits, 1, n, r.marginMs(), withinUs, r.capUs())
 	ks.mu.Unlock()
 	v, err := r.eval(ctx, reserveScript, ks.keys, args)
 	if err == nil {
 		var waits []int64
-		if waits, err = waitsReply(make([]int64, 0, n), v, n); err == nil {
+		if waits, err = waitsReply(make([]int64, 0, n), v, n, r.maxReplyUs()); err == nil {
 			r.up()
 			if len(waits) == 1 && waits[0] > withinUs {
 				r.stats.reservations.Add(1)

@@ -2,7 +2,6 @@ package sharedquota
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -87,16 +86,4 @@ func runLease(t testing.TB, rate, burst, lease int, dur time.Duration) (trips, r
 		reqs += s.Reservations
 	}
 	return trips, reqs, deps
-}
-
-func peakIn(ts []time.Time, w time.Duration) int {
-	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
-	best, i := 0, 0
-	for j := range ts {
-		for ts[j].Sub(ts[i]) >= w {
-			i++
-		}
-		best = max(best, j-i+1)
-	}
-	return best
 }

@@ -193,7 +193,7 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 			return 0, ErrInvalidLimit
 		}
 	}
-	within = max(within, 0)
+	within = min(max(within, 0), r.cfg.maxWait)
 	withinUs := int64(within / time.Microsecond)
 	ks := r.state(key)
 	if r.cfg.leaseSize > 1 && oneUnit(limits, cost) {
@@ -209,18 +209,18 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 	)
 	ks.mu.Lock()
 	if len(limits) == 1 {
-		args := append(ks.oneArgsFor(limits[0], cost, r.marginMs()), withinUs)
+		args := append(ks.oneArgsFor(limits[0], cost, r.marginMs()), withinUs, r.capUs())
 		ks.mu.Unlock()
 		if v, err = r.eval(ctx, reserveOneScript, ks.keys, args); err == nil {
-			w, err = waitReply(v)
+			w, err = waitReply(v, r.maxReplyUs())
 		}
 	} else {
-		args := ks.argsFor(limits, cost, 1, r.marginMs(), withinUs)
+		args := ks.argsFor(limits, cost, 1, r.marginMs(), withinUs, r.capUs())
 		ks.mu.Unlock()
 		if v, err = r.eval(ctx, reserveScript, ks.keys, args); err == nil {
 			var waits [1]int64
 			var ws []int64
-			if ws, err = waitsReply(waits[:0], v, 1); err == nil {
+			if ws, err = waitsReply(waits[:0], v, 1, r.maxReplyUs()); err == nil {
 				w = ws[0]
 			}
 		}
@@ -240,12 +240,21 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 // key; a shorter pause never cuts a longer one short. The pause is kept in
 // Redis, in Redis's clock, and in this process, so that Fallback honours it
 // too. It implements headway.SharedQuota.
+//
+// A pause is at most headway.DefaultMaxWait (10 minutes), the longest wait
+// a quota schedules: a longer d, such as a year-long Retry-After, pauses
+// every process for that long only, and is logged at Warn.
 func (r *Redis) Pause(ctx context.Context, key string, d time.Duration) error {
 	if r.closed.Load() {
 		return ErrClosed
 	}
 	if d <= 0 {
 		return nil
+	}
+	if d > r.cfg.maxWait {
+		r.logWarn("headway/sharedquota: a pause longer than the cap is shortened to it",
+			slog.Duration("pause", d), slog.Duration("cap", r.cfg.maxWait))
+		d = r.cfg.maxWait
 	}
 	ks := r.state(key)
 	now := r.now()
@@ -257,10 +266,10 @@ func (r *Redis) Pause(ctx context.Context, key string, d time.Duration) error {
 		return err
 	}
 	us := (int64(d) + 999) / 1000
-	v, err := r.eval(ctx, pauseScript, ks.keys, []any{us, r.marginMs()})
+	v, err := r.eval(ctx, pauseScript, ks.keys, []any{us, r.marginMs(), r.capUs()})
 	if err == nil {
 		var left int64
-		if left, err = intReply("pause", v); err == nil {
+		if left, err = r.leftReply("pause", v); err == nil {
 			r.up()
 			ks.mu.Lock()
 			ks.pauseUntil = max(ks.pauseUntil, r.now()+left*1000)
@@ -272,6 +281,16 @@ func (r *Redis) Pause(ctx context.Context, key string, d time.Duration) error {
 		return ctx.Err()
 	}
 	return err
+}
+
+// leftReply checks that v, the reply of a script that returns the time
+// left of a pause, is an integer from 0 to the cap, in µs.
+func (r *Redis) leftReply(script string, v any) (int64, error) {
+	n, ok := v.(int64)
+	if !ok || n < 0 || n > r.capUs() {
+		return 0, &ReplyError{Script: script, Reply: v, Reason: "want an integer from 0 to the cap"}
+	}
+	return n, nil
 }
 
 // pauseCoalesce is how long the answer of one PausedFor call to Redis
@@ -297,18 +316,15 @@ func (r *Redis) PausedFor(ctx context.Context, key string) (time.Duration, error
 	if now-last < int64(pauseCoalesce) || !ks.checked.CompareAndSwap(last, now) || r.usable() != nil {
 		return ks.pausedFor(r.now()), nil
 	}
-	v, err := r.eval(ctx, pausedScript, ks.keys, nil)
+	v, err := r.eval(ctx, pausedScript, ks.keys, []any{r.capUs()})
 	if err == nil {
 		var left int64
-		if left, err = intReply("paused", v); err == nil && left >= 0 {
+		if left, err = r.leftReply("paused", v); err == nil {
 			r.up()
 			ks.mu.Lock()
 			ks.pauseUntil = max(ks.pauseUntil, r.now()+left*1000)
 			ks.mu.Unlock()
 			return ks.pausedFor(r.now()), nil
-		}
-		if err == nil {
-			err = &ReplyError{Script: "paused", Reply: v, Reason: "want a non-negative integer"}
 		}
 	}
 	if r.failed(ctx, err) {
@@ -361,6 +377,7 @@ func (r *Redis) state(key string) *keyState {
 	ks := r.keys[key]
 	if ks == nil {
 		ks = &keyState{leaseSem: make(chan struct{}, 1)}
+		ks.checked.Store(now - int64(pauseCoalesce)) // PausedFor asks Redis first
 		ks.hashKey, ks.procsKey = r.KeyNames(key)
 		ks.keys = []string{ks.hashKey}
 		r.keys[key] = ks
@@ -376,13 +393,13 @@ func (r *Redis) state(key string) *keyState {
 
 // argsFor returns the reserve script's arguments for up to slots slots of
 // cost units each, within withinUs µs. The caller locks ks.
-func (ks *keyState) argsFor(limits []headway.Limit, cost, slots int, margin, withinUs int64) []any {
+func (ks *keyState) argsFor(limits []headway.Limit, cost, slots int, margin, withinUs, capUs int64) []any {
 	if cost == 1 && ks.args != nil && sameLimits(limits, ks.argLimits) {
-		ks.args[0], ks.args[1], ks.args[2] = slots, margin, withinUs
+		ks.args[0], ks.args[1], ks.args[2], ks.args[3] = slots, margin, withinUs, capUs
 		return slices.Clone(ks.args)
 	}
-	args := make([]any, 0, 3+4*len(limits))
-	args = append(args, slots, margin, withinUs)
+	args := make([]any, 0, 4+4*len(limits))
+	args = append(args, slots, margin, withinUs, capUs)
 	for _, l := range limits {
 		iv := intervalUs(l)
 		units := int64(cost)
@@ -572,5 +589,14 @@ func (r *Redis) down(err error) {
 }
 
 func (r *Redis) now() int64 { return int64(time.Since(r.base)) }
+
+// capUs is the cap on waits, in µs: the longest wait a reservation spends
+// a slot on, and the longest pause.
+func (r *Redis) capUs() int64 { return int64(r.cfg.maxWait / time.Microsecond) }
+
+// maxReplyUs is the longest wait, in µs, a reserve script can return: the
+// cap, and what one request's units of the slowest limit add to it (a
+// week at most), however the hash was tampered with.
+func (r *Redis) maxReplyUs() int64 { return r.capUs() + int64(7*24*time.Hour/time.Microsecond) }
 
 func (r *Redis) marginMs() int64 { return max(int64(r.cfg.ttlMargin/time.Millisecond), 1) }
