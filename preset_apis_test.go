@@ -32,11 +32,12 @@ func TestPresetGitHubWrites(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// The primary limit for reads, GitHub's headers on every response;
 		// the secondary limit of 500 writes an hour (and 80 a minute,
-		// checked on the peak) for writes, a 429 with Retry-After past it.
+		// checked on the peak) for writes, which GitHub does not tell of
+		// before its 429 with Retry-After.
 		reads := fakeserver.New(fakeserver.Config{Algorithm: fakeserver.FixedWindow, Limit: 5000, Window: time.Hour,
 			Dialect: fakeserver.GitHub{}, Key: fakeserver.KeyByHeader("Authorization")})
 		writes := fakeserver.New(fakeserver.Config{Algorithm: fakeserver.SlidingWindow, Limit: 500, Window: time.Hour,
-			Dialect: fakeserver.GitHub{Secondary: true}, Key: fakeserver.KeyByHeader("Authorization")})
+			Dialect: fakeserver.RetryAfterSeconds{}, Key: fakeserver.KeyByHeader("Authorization")})
 		rec := newSendRecorder(mux(func(r *http.Request) http.RoundTripper {
 			if isWrite(r) {
 				return writes.Transport()
@@ -255,9 +256,10 @@ func TestPresetSalesforce(t *testing.T) {
 func TestPresetCloudflare(t *testing.T) {
 	p := Cloudflare()
 	synctest.Test(t, func(t *testing.T) {
-		// 1,200 per 5 minutes per user; blocked for 5 minutes past it.
+		// 1,200 in any 5 minutes per user, a 429 with Retry-After past it
+		// (the strictest reading of Cloudflare's "per five minute period").
 		srv := fakeserver.New(fakeserver.Config{Algorithm: fakeserver.SlidingWindow, Limit: 1200, Window: 5 * time.Minute,
-			Dialect: fakeserver.IETF{}, Key: fakeserver.KeyByHeader("Authorization")})
+			Dialect: fakeserver.RetryAfterSeconds{}, Key: fakeserver.KeyByHeader("Authorization")})
 		rec := newSendRecorder(srv.Transport(), byHost)
 		tr := New(rec, p)
 		sendN(t, tr, 8, 1500, func(i int) *http.Request {
