@@ -195,8 +195,8 @@ func TestInvalid(t *testing.T) {
 }
 
 func TestReplyChecks(t *testing.T) {
-	for _, v := range []any{nil, "x", int64(3), []any{"1"}, []any{int64(-1)}, []any{int64(1), int64(2)}} {
-		_, err := waitsReply(nil, v, 1)
+	for _, v := range []any{nil, "x", int64(3), []any{"1"}, []any{int64(-1)}, []any{int64(1), int64(2)}, []any{}, []any{int64(101)}} {
+		_, err := waitsReply(nil, v, 1, 100)
 		var re *ReplyError
 		if !errors.As(err, &re) || !errors.Is(err, ErrBadReply) || !strings.HasPrefix(err.Error(), "sharedquota: ") {
 			t.Errorf("waitsReply(%#v) = %v", v, err)
@@ -205,7 +205,7 @@ func TestReplyChecks(t *testing.T) {
 	if _, err := intReply("pause", "1"); !errors.Is(err, ErrBadReply) {
 		t.Errorf("intReply(string) = %v", err)
 	}
-	if w, err := waitsReply(nil, []any{int64(0), int64(7)}, 2); err != nil || w[1] != 7 {
+	if w, err := waitsReply(nil, []any{int64(0), int64(7)}, 2, 100); err != nil || w[1] != 7 {
 		t.Errorf("waitsReply(good) = %v, %v", w, err)
 	}
 	ue := &UnavailableError{Op: "reserve", Err: context.DeadlineExceeded}
@@ -268,8 +268,11 @@ func TestOneLimitScriptSharesState(t *testing.T) {
 	if ttl, err := c.PTTL(context.Background(), quota).Result(); err != nil || ttl <= 0 || ttl > 8*time.Second {
 		t.Fatalf("TTL %v (%v)", ttl, err)
 	}
-	if _, err := waitReply(int64(-1)); !errors.Is(err, ErrBadReply) {
+	if _, err := waitReply(int64(-1), 100); !errors.Is(err, ErrBadReply) {
 		t.Fatalf("waitReply(-1) = %v", err)
+	}
+	if _, err := waitReply(int64(101), 100); !errors.Is(err, ErrBadReply) {
+		t.Fatalf("waitReply(over the most) = %v", err)
 	}
 }
 
