@@ -67,19 +67,19 @@ func (r *Redis) learnPolicy(ctx context.Context, ks *keyState, limit int64, peri
 	if p := ks.learned.Load(); p != nil && p.iv == iv && p.burst == limit && now-p.at < int64(life/2) {
 		return nil
 	}
-	if err := r.usable(); err != nil {
+	if err := r.usable(ks); err != nil {
 		return err
 	}
 	args := []any{iv, limit, int64(life / time.Microsecond), r.marginMs() * 1000, r.capUs()}
 	v, err := r.eval(ctx, learnScript, ks.keys, args)
 	if err == nil {
 		if _, err = intReply("learn", v); err == nil {
-			r.up()
+			r.up(ks)
 			ks.learned.Store(&learnedPolicy{iv: iv, burst: limit, at: now})
 			return nil
 		}
 	}
-	if r.failed(ctx, err) {
+	if r.failed(ctx, ks, err) {
 		return ctx.Err()
 	}
 	return err

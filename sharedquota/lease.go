@@ -25,7 +25,7 @@ func (r *Redis) reserveLease(ctx context.Context, ks *keyState, limits []headway
 	if d, ok := r.takeSlot(ks, within); ok { // another caller took a lease meanwhile
 		return d, nil
 	}
-	if err := r.usable(); err != nil {
+	if err := r.usable(ks); err != nil {
 		return r.degrade(ks, limits, 1, within, err)
 	}
 	n := r.cfg.leaseSize
@@ -37,7 +37,7 @@ func (r *Redis) reserveLease(ctx context.Context, ks *keyState, limits []headway
 	if err == nil {
 		var waits []int64
 		if waits, err = waitsReply(make([]int64, 0, n), v, n, r.maxReplyUs()); err == nil {
-			r.up()
+			r.up(ks)
 			if len(waits) == 1 && waits[0] > withinUs {
 				r.stats.reservations.Add(1)
 				return time.Duration(waits[0]) * time.Microsecond, nil // nothing spent
@@ -60,7 +60,7 @@ func (r *Redis) reserveLease(ctx context.Context, ks *keyState, limits []headway
 			err = &ReplyError{Script: "reserve", Reply: v, Reason: "every leased slot expired on arrival"}
 		}
 	}
-	if r.failed(ctx, err) {
+	if r.failed(ctx, ks, err) {
 		return 0, ctx.Err()
 	}
 	return r.degrade(ks, limits, 1, within, err)

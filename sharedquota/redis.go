@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,9 +31,7 @@ type Redis struct {
 	mu   sync.Mutex
 	keys map[string]*keyState
 
-	downUntil atomic.Int64 // monotonic ns; 0: Redis is up
-	probing   atomic.Bool
-	lastErr   atomic.Pointer[error]
+	health health // of Redis as a whole
 
 	stats struct {
 		reservations, roundTrips, errors, degraded, leased atomic.Int64
@@ -61,6 +60,7 @@ type keyState struct {
 	lastUsed atomic.Int64 // monotonic ns
 	checked  atomic.Int64 // monotonic ns: when PausedFor last asked Redis
 	learned  atomic.Pointer[learnedPolicy]
+	health   health // of this key's hash: a WRONGTYPE fails it alone
 
 	mu         sync.Mutex
 	pauseUntil int64 // monotonic ns: the last pause this process knows of
@@ -199,7 +199,7 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 	if r.cfg.leaseSize > 1 && oneUnit(limits, cost) {
 		return r.reserveLease(ctx, ks, limits, within)
 	}
-	if err := r.usable(); err != nil {
+	if err := r.usable(ks); err != nil {
 		return r.degrade(ks, limits, cost, within, err)
 	}
 	var (
@@ -226,11 +226,11 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 		}
 	}
 	if err == nil {
-		r.up()
+		r.up(ks)
 		r.stats.reservations.Add(1)
 		return time.Duration(w) * time.Microsecond, nil
 	}
-	if r.failed(ctx, err) {
+	if r.failed(ctx, ks, err) {
 		return 0, ctx.Err()
 	}
 	return r.degrade(ks, limits, cost, within, err)
@@ -262,7 +262,7 @@ func (r *Redis) Pause(ctx context.Context, key string, d time.Duration) error {
 	ks.pauseUntil = max(ks.pauseUntil, now+int64(d))
 	ks.slots = ks.slots[:0] // leased slots are not worth keeping past a pause
 	ks.mu.Unlock()
-	if err := r.usable(); err != nil {
+	if err := r.usable(ks); err != nil {
 		return err
 	}
 	us := (int64(d) + 999) / 1000
@@ -270,14 +270,14 @@ func (r *Redis) Pause(ctx context.Context, key string, d time.Duration) error {
 	if err == nil {
 		var left int64
 		if left, err = r.leftReply("pause", v); err == nil {
-			r.up()
+			r.up(ks)
 			ks.mu.Lock()
 			ks.pauseUntil = max(ks.pauseUntil, r.now()+left*1000)
 			ks.mu.Unlock()
 			return nil
 		}
 	}
-	if r.failed(ctx, err) {
+	if r.failed(ctx, ks, err) {
 		return ctx.Err()
 	}
 	return err
@@ -313,21 +313,21 @@ func (r *Redis) PausedFor(ctx context.Context, key string) (time.Duration, error
 	ks := r.state(key)
 	now := r.now()
 	last := ks.checked.Load()
-	if now-last < int64(pauseCoalesce) || !ks.checked.CompareAndSwap(last, now) || r.usable() != nil {
+	if now-last < int64(pauseCoalesce) || !ks.checked.CompareAndSwap(last, now) || r.usable(ks) != nil {
 		return ks.pausedFor(r.now()), nil
 	}
 	v, err := r.eval(ctx, pausedScript, ks.keys, []any{r.capUs()})
 	if err == nil {
 		var left int64
 		if left, err = r.leftReply("paused", v); err == nil {
-			r.up()
+			r.up(ks)
 			ks.mu.Lock()
 			ks.pauseUntil = max(ks.pauseUntil, r.now()+left*1000)
 			ks.mu.Unlock()
 			return ks.pausedFor(r.now()), nil
 		}
 	}
-	if r.failed(ctx, err) {
+	if r.failed(ctx, ks, err) {
 		return ks.pausedFor(r.now()), ctx.Err()
 	}
 	return ks.pausedFor(r.now()), err
@@ -359,7 +359,7 @@ func (r *Redis) Close() error {
 		}
 		clear(r.keys)
 		r.mu.Unlock()
-		if r.usable() == nil {
+		if r.usable(nil) == nil {
 			for _, ks := range keys {
 				if _, err := r.eval(context.Background(), heartbeatScript, []string{ks.procsKey}, r.beatArgs(true)); err != nil {
 					break
@@ -537,55 +537,117 @@ func scriptName(s *redis.Script) string {
 	return "heartbeat"
 }
 
-// usable returns nil when Redis may be asked: it is up, or it has been down
-// for the retry interval and this caller is the one to try it again.
-func (r *Redis) usable() error {
-	until := r.downUntil.Load()
+// health says whether Redis, or one key's hash in it, may be asked: it is
+// up, or it has been down for the retry interval and this caller is the
+// one to try it again.
+type health struct {
+	downUntil atomic.Int64 // monotonic ns; 0: up
+	probing   atomic.Bool
+	lastErr   atomic.Pointer[error]
+}
+
+func (h *health) usable(now int64) error {
+	until := h.downUntil.Load()
 	if until == 0 {
 		return nil
 	}
-	if r.now() >= until && r.probing.CompareAndSwap(false, true) {
+	if now >= until && h.probing.CompareAndSwap(false, true) {
 		return nil
 	}
-	if p := r.lastErr.Load(); p != nil {
+	if p := h.lastErr.Load(); p != nil {
 		return *p
 	}
 	return ErrUnavailable
 }
 
-// up notes a successful call.
-func (r *Redis) up() {
-	if r.downUntil.Load() != 0 {
-		if r.downUntil.Swap(0) != 0 {
-			r.logInfo("headway/sharedquota: Redis is back: shared pacing resumes")
-		}
-		r.probing.Store(false)
+// up notes a call that succeeded, and reports whether it ends a fall.
+func (h *health) up() bool {
+	if h.downUntil.Load() == 0 {
+		return false
+	}
+	was := h.downUntil.Swap(0) != 0
+	h.probing.Store(false)
+	return was
+}
+
+// down notes a call that failed, and reports whether it begins a fall.
+func (h *health) down(until int64, err error) bool {
+	h.lastErr.Store(&err)
+	was := h.downUntil.Swap(max(until, 1)) == 0
+	h.probing.Store(false)
+	return was
+}
+
+func (h *health) isDown() bool { return h.downUntil.Load() != 0 }
+
+// usable returns nil when the hash of ks (nil: any) may be asked: Redis
+// and the key are up, or the one down has been so for the retry interval
+// and this caller is the one to try again.
+func (r *Redis) usable(ks *keyState) error {
+	now := r.now()
+	if err := r.health.usable(now); err != nil {
+		return err
+	}
+	if ks != nil {
+		return ks.health.usable(now)
+	}
+	return nil
+}
+
+// up notes a successful call on the hash of ks (nil: none in particular).
+func (r *Redis) up(ks *keyState) {
+	if r.health.up() {
+		r.logInfo("headway/sharedquota: Redis is back: shared pacing resumes")
+	}
+	if ks != nil {
+		ks.health.up()
 	}
 }
 
-// failed notes a failed call and reports whether it failed because the
-// caller gave up (its ctx ended), which says nothing of Redis; any other
-// failure marks Redis down.
-func (r *Redis) failed(ctx context.Context, err error) (callerGone bool) {
+// failed notes a failed call on the hash of ks (nil: none in particular)
+// and reports whether it failed because the caller gave up (its ctx ended),
+// which says nothing of Redis. An error that only this key's hash causes
+// (it holds a value of another type: WRONGTYPE; a script failed on what it
+// holds) leaves that key alone for the retry interval, deciding by the
+// FailureMode, and the other keys shared; any other failure marks Redis
+// down.
+func (r *Redis) failed(ctx context.Context, ks *keyState, err error) (callerGone bool) {
 	if ctx.Err() != nil {
-		r.probing.Store(false)
+		r.health.probing.Store(false)
+		if ks != nil {
+			ks.health.probing.Store(false)
+		}
 		return true
 	}
-	r.down(err)
-	return false
-}
-
-// down notes a failed call: Redis is left alone for the retry interval.
-func (r *Redis) down(err error) {
 	if errors.Is(err, ErrBadReply) {
-		return // Redis answered: it is up, the reply is what is wrong
+		return false // Redis answered: it is up, the reply is what is wrong
 	}
-	r.lastErr.Store(&err)
-	if r.downUntil.Swap(max(r.now()+int64(r.cfg.retry), 1)) == 0 {
+	until := r.now() + int64(r.cfg.retry)
+	if ks != nil && keyError(err) {
+		if ks.health.down(until, err) {
+			r.logWarn("headway/sharedquota: a key's hash in Redis is unusable: that key alone falls back to its failure mode",
+				slog.String("mode", r.cfg.mode.String()), slog.String("err", err.Error()))
+		}
+		return false
+	}
+	if r.health.down(until, err) {
 		r.logInfo("headway/sharedquota: Redis unavailable: each key falls back to its failure mode",
 			slog.String("mode", r.cfg.mode.String()), slog.String("err", err.Error()))
 	}
-	r.probing.Store(false)
+	return false
+}
+
+// keyError reports whether err is Redis's answer to what one key holds,
+// not a fault of Redis: a WRONGTYPE, or a script that failed at run time
+// (not a busy server, which is everyone's).
+func keyError(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return strings.HasPrefix(msg, "WRONGTYPE") ||
+		strings.HasPrefix(msg, "ERR") && strings.Contains(msg, "script")
 }
 
 func (r *Redis) now() int64 { return int64(time.Since(r.base)) }
