@@ -133,13 +133,13 @@ type summary struct {
 	Failed       int64 // sent at least once, and not exported
 	NotAttempted int   // never sent: the export was interrupted first
 	Interrupted  bool  // the export stopped early, on Ctrl-C
-	Elapsed     time.Duration
-	Rate        float64      // achieved after the initial burst, per second
-	Limit       int          // per second
-	TooMany     int64        // 429s received
-	Retries     int64        // requests headway sent again, and records the export sent again
-	Throttled   int64        // throttled responses headway received
-	ServerStats *serverStats // nil when the server gave none
+	Elapsed      time.Duration
+	Rate         float64      // achieved after the initial burst, per second
+	Limit        int          // per second
+	TooMany      int64        // 429s received
+	Retries      int64        // requests headway sent again, and records the export sent again
+	Throttled    int64        // throttled responses headway received
+	ServerStats  *serverStats // nil when the server gave none
 }
 
 // serverStats is the part of the fake server's /_stats JSON this example
@@ -301,9 +301,9 @@ feed:
 		NotAttempted: cfg.records - fed + int(notAttempted.Load()),
 		Interrupted:  ctx.Err() != nil,
 		Elapsed:      time.Since(start),
-		Limit:   cfg.rate,
-		TooMany: hw.Stats().Throttled, // every throttled response, retried or not
-		Retries: retries.Load() + hw.Stats().Retries,
+		Limit:        cfg.rate,
+		TooMany:      hw.Stats().Throttled, // every throttled response, retried or not
+		Retries:      retries.Load() + hw.Stats().Retries,
 	}
 	// The rate after the initial burst: the requests after the burst over
 	// the time between the first and the last response.
