@@ -41,10 +41,18 @@ type WaitError struct {
 	Wait time.Duration
 	// Allowed is the wait the request could afford.
 	Allowed time.Duration
+	// NextProbe is set when the wait is for the host of the request's key
+	// to come back: the key is probing it after failures (5xx, broken
+	// connections, timeouts), and NextProbe is when its next probe goes.
+	// It is zero otherwise.
+	NextProbe time.Time
 }
 
 // Error describes the failure.
 func (e *WaitError) Error() string {
+	if !e.NextProbe.IsZero() {
+		return fmt.Sprintf("headway: host down, next probe in %v, exceeds the %v allowed", e.Wait, e.Allowed)
+	}
 	return fmt.Sprintf("headway: wait of %v exceeds the %v allowed", e.Wait, e.Allowed)
 }
 

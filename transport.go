@@ -24,6 +24,7 @@ type Transport struct {
 	cfg    config
 	parser SignalParser
 	retry  *retryPolicy
+	probe  probeSchedule
 	keys   keyTable
 	hosts  hostTable
 	epoch  time.Time
@@ -63,6 +64,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	t := &Transport{base: base, cfg: cfg, epoch: time.Now()}
 	t.parser = SignalParser{Dialects: cfg.dialects, MaxWait: cfg.maxRetryAfter}
 	t.retry = newRetryPolicy(cfg.retry)
+	t.probe = newProbeSchedule(cfg.retry)
 	t.keys.seed = maphash.MakeSeed()
 	if t.obs = newObserver(cfg.obs); t.obs != nil && t.obs.m != nil {
 		t.obs.m.register(t)
@@ -160,6 +162,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if r != nil {
 			if out, err = r.attempt(); err != nil {
 				done(outcomeExcluded)
+				k.settle(dep, hostUnknown)
 				k.release()
 				if last != nil {
 					return last, nil
@@ -186,6 +189,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			sig = t.observe(k, dep, resp)
 			t.pauseShared(ctx, key, &sig)
 			t.learnShared(ctx, key, k, &sig)
+		}
+		hv := hostVerdict(resp, err, ctx.Err(), &sig)
+		k.settle(dep, hv)
+		if err == nil {
 			if !sig.Throttled && resp.StatusCode < 400 && t.retry.check == nil {
 				return t.track(k, resp), nil // the common case: nothing to retry
 			}
@@ -201,8 +208,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		r.budget = k.budget
 		k.flushBudget(t.now() / int64(max(k.budgetWidth(), 1)))
+		r.held = hv == hostDown && k.isDown()
 		delay, again := r.next(resp, err, sig, time.Now())
-		if again && k.br != nil && k.br.state() == BreakerOpen {
+		if again && k.br != nil && !k.br.hold && k.br.state() == BreakerOpen {
 			again = false // the attempt that opened the breaker is the answer
 		}
 		if !again {
@@ -218,9 +226,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			k.release()
 		}
-		if sig.Throttled {
-			// The key's pause and pace say when it goes again: a retry
-			// queues ahead of new work as soon as they allow it.
+		if sig.Throttled || r.held {
+			// The key's pause and pace, or its probes, say when it goes
+			// again: a retry queues ahead of new work as soon as they
+			// allow it.
 			delay = 0
 		}
 		if o != nil {
@@ -245,7 +254,7 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 	for {
 		k := t.keys.get(key, t, req)
 		done := noDone
-		if k.br != nil {
+		if k.br != nil && !k.br.hold {
 			var err error
 			if done, err = k.br.allow(time.Now()); err != nil {
 				return nil, departure{}, nil, err
@@ -260,12 +269,26 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			done(outcomeExcluded)
 			return nil, departure{}, nil, err
 		}
+		if k.br != nil && k.br.hold {
+			// Hold: the breaker is asked as the request leaves. When it
+			// is open, the request goes back to the front of the queue,
+			// which waits for the breaker's probe.
+			var coe *CircuitOpenError
+			if done, coe = k.br.allowHold(time.Now()); coe != nil {
+				k.settle(dep, hostUnknown)
+				k.release()
+				k.hold(t.pacerTime(coe.RetryAt))
+				front = true
+				continue
+			}
+		}
 		if err := t.reserveShared(ctx, key, k, cost); err != nil {
 			done(outcomeExcluded)
+			k.settle(dep, hostUnknown)
 			k.release()
 			return nil, departure{}, nil, err
 		}
-		if k.br != nil {
+		if k.br != nil && !k.br.hold {
 			done = k.watchBreaker(done)
 		}
 		return k, dep, done, nil
@@ -305,6 +328,11 @@ func (t *Transport) observe(k *keyState, dep departure, resp *http.Response) Sig
 		in.ServerNow = in.Now.Add(off)
 	}
 	sig := t.parser.parse(&in, fam)
+	if overloaded(resp.StatusCode, &sig) && t.probe.initial > 0 {
+		// An overload without a stated delay: the host is down for now, and
+		// its probes, not a cut in the key's pace, say when it is back.
+		sig.Throttled = false
+	}
 	if !sig.Throttled && !sig.HasWait && !sig.HasRemaining && sig.Limit == 0 {
 		k.endProbe()
 		return sig
@@ -321,6 +349,15 @@ func (t *Transport) observe(k *keyState, dep departure, resp *http.Response) Sig
 
 // wall converts a time on the pacer's clock to the wall clock.
 func (t *Transport) wall(ns int64) time.Time { return t.epoch.Add(time.Duration(ns)) }
+
+// pacerTime converts a wall-clock time to the pacer's clock; the zero time
+// is now.
+func (t *Transport) pacerTime(at time.Time) int64 {
+	if at.IsZero() {
+		return t.now()
+	}
+	return int64(at.Sub(t.epoch))
+}
 
 // track returns resp, with its body set to give back its request's
 // in-flight slot when read to the end or closed.
@@ -354,6 +391,7 @@ func (t *Transport) newKey(key string, req *http.Request) *keyState {
 			s.OnStateChange = t.obs.breakerHook(key, k.hostName, s.OnStateChange)
 		}
 		k.br = newBreaker(key, s)
+		k.br.hold = s.Hold
 	}
 	k.probing.Store(len(lims) == 0)
 	if len(lims) == 0 {
