@@ -502,3 +502,21 @@ func TestABare529HoldsTheKeyAndA529WithRetryAfterPausesIt(t *testing.T) {
 		assert.Zero(t, tr.Stats().Throttled, "not a throttle: the key's pace is not cut")
 	})
 }
+
+// A key without limits sends its first request alone and waits for its
+// answer; when that answer is a failure, the requests waiting behind it
+// stay held behind the probe instead of leaving all at once.
+func TestAFailedFirstAnswerKeepsTheOthersWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := fakeserver.New(fakeserver.Config{Limit: 1000, Burst: 100,
+			Faults: fakeserver.Faults{Latency: time.Millisecond}})
+		start := time.Now()
+		srv.SetOutage(start, start.Add(time.Second))
+		tr := New(srv.Transport(), WithRetry(batchRetry))
+		failed, errs := outageRun(t, tr, 20, 20)
+		assert.Zero(t, failed, "%v", errs)
+		st := srv.Stats()
+		assert.LessOrEqual(t, st.Outage, int64(8), "the first request, then probes")
+		assert.EqualValues(t, 20, st.Admitted)
+	})
+}

@@ -181,17 +181,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if k.br != nil {
 			done(classify(resp, err, ctx.Err()))
 		}
-		var sig Signal
+		var (
+			sig Signal
+			hv  outageVerdict
+		)
 		if err != nil {
+			hv = hostVerdict(nil, err, ctx.Err(), &sig)
+			k.settle(dep, hv)
 			k.endProbe()
 			k.release()
 		} else {
-			sig = t.observe(k, dep, resp)
+			sig, hv = t.observe(ctx, k, dep, resp)
 			t.pauseShared(ctx, key, &sig)
 			t.learnShared(ctx, key, k, &sig)
 		}
-		hv := hostVerdict(resp, err, ctx.Err(), &sig)
-		k.settle(dep, hv)
 		if err == nil {
 			if !sig.Throttled && resp.StatusCode < 400 && t.retry.check == nil {
 				return t.track(k, resp), nil // the common case: nothing to retry
@@ -311,13 +314,17 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // observe reads what resp, the response to departure dep of k, says about
-// its key's rate limit, and tells the key. A response that says nothing
-// costs no lock and no clock reading.
-func (t *Transport) observe(k *keyState, dep departure, resp *http.Response) Signal {
+// its key's rate limit and its host's health, and tells the key: the host's
+// health first, so that a failure holds the queue before anything lets it
+// go. A response that says nothing costs no lock.
+func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, resp *http.Response) (Signal, outageVerdict) {
 	fam := scanHeader(resp.Header)
 	if !t.parser.mayCarry(resp.StatusCode, fam) {
+		sig := Signal{Retryable: true}
+		hv := hostVerdict(resp, nil, ctx.Err(), &sig)
+		k.settle(dep, hv)
 		k.endProbe()
-		return Signal{Retryable: true}
+		return sig, hv
 	}
 	in := SignalInput{Status: resp.StatusCode, Header: resp.Header}
 	if resp.StatusCode >= 400 {
@@ -333,9 +340,11 @@ func (t *Transport) observe(k *keyState, dep departure, resp *http.Response) Sig
 		// its probes, not a cut in the key's pace, say when it is back.
 		sig.Throttled = false
 	}
+	hv := hostVerdict(resp, nil, ctx.Err(), &sig)
+	k.settle(dep, hv)
 	if !sig.Throttled && !sig.HasWait && !sig.HasRemaining && sig.Limit == 0 {
 		k.endProbe()
-		return sig
+		return sig, hv
 	}
 	now := t.now()
 	if v := resp.Header["Date"]; len(v) > 0 {
@@ -344,7 +353,7 @@ func (t *Transport) observe(k *keyState, dep departure, resp *http.Response) Sig
 		}
 	}
 	k.observe(now, dep.seq, &sig)
-	return sig
+	return sig, hv
 }
 
 // wall converts a time on the pacer's clock to the wall clock.
