@@ -39,6 +39,21 @@ import (
 // and from the innovations themselves: a model that refills too slowly is
 // corrected upwards, one that refills too fast downwards, and their sum
 // over a span, divided by the span, is the rate's error.
+//
+// A server that counts fixed windows gives nothing back until a boundary,
+// then all at once. Its answers contradict every refill rate (a reset that
+// stays put while the quota drains says the rate is high; the full quota
+// just after the boundary says it is low), so bounds that contradict each
+// other even at a second's resolution make the model a window: it spends
+// what is left, then waits for the reset, and for each boundary after it a
+// window length on (measured between the resets stated). Quota that comes
+// back well before the reset makes it a bucket again.
+//
+// Requests in flight are spent the moment they leave; requests that leave
+// close together (groupSpan) are compared with the level after all of them,
+// since the server may count them in any order. What errors remain (a
+// throttle, or clearly fewer left than predicted) grow a margin of requests
+// kept back, which a run of right predictions shrinks again.
 type serverModel struct {
 	known bool // a response has stated a remaining quota
 
@@ -51,6 +66,16 @@ type serverModel struct {
 	rateStated bool    // rate comes from a policy, not from measurement
 	lo, hi     float64 // bounds on rate from stated resets; hi 0: none
 	coarse     bool    // stated resets proved coarser than they look
+	window     bool    // the server resets fixed windows: nothing trickles back before resetAt
+	resetSeen  int64   // the latest reset instant stated so far
+	period     int64   // with window: the length of a window, once seen; 0 if not
+
+	// margin is the requests kept back beyond the one reserve, for the
+	// errors of the model: it grows by one with each prediction the
+	// server proved wrong (a throttle, or fewer left than predicted for a
+	// request) and shrinks by one after marginDecay right ones.
+	margin float64
+	right  int // predictions proved right since margin last moved
 
 	spanAt    int64   // start of the span the innovations are summed over
 	spanInnov float64 // their sum
@@ -60,7 +85,8 @@ type serverModel struct {
 	admitted uint64 // responses received that the server admitted
 	answered uint64 // responses received
 
-	held bool // the model held a request back (set by the key)
+	held     bool  // the model held a request back (set by the key)
+	lastTake int64 // when the last departure left
 
 	spread bool  // spread what remains evenly instead of spending it at once
 	nextAt int64 // with spread: the next departure, at the earliest
@@ -89,11 +115,26 @@ type depRecord struct {
 	at   int64   // when it left
 	pred float64 // tokens the model expected right after it
 	ok   bool    // pred is known: the model was synced when it left
+	done bool    // its answer came
 }
 
 // depRing is how many departures the model remembers. A response to an
 // older one (more than depRing requests in flight) corrects nothing.
 const depRing = 64
+
+// groupSpan is how far apart two departures may be and still reach the
+// server in either order: requests that leave within it are counted in
+// an order the client cannot know (connections, scheduling), so each is
+// compared with the level after all of them.
+const groupSpan = int64(10 * time.Millisecond)
+
+// marginDecay is the run of right predictions after which the margin
+// shrinks by one request.
+const marginDecay = 32
+
+// probeGap is how long after the last departure a model that does not know
+// when its quota comes back sends one request to find out.
+const probeGap = int64(250 * time.Millisecond)
 
 // rateSpan is the shortest span over which innovations re-estimate an
 // unstated refill rate: remaining counts are whole numbers, so one span
@@ -123,6 +164,9 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *Signal) {
 	m.cap = max(m.cap, left+1)
 	m.track()
 	rec := &m.deps[seq%depRing]
+	if rec.seq == seq {
+		defer func() { rec.done = true }()
+	}
 	switch {
 	case !m.known:
 		// The first news: what the server had left after seq, less the
@@ -133,7 +177,7 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *Signal) {
 	case rec.seq != seq || !rec.ok:
 		// Too old to compare with what the model expected.
 	default:
-		pred := rec.pred
+		pred, alone := m.groupPred(rec)
 		if sig.Throttled {
 			// The server did not count a rejected request: give back the
 			// token the model spent on it.
@@ -141,27 +185,89 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *Signal) {
 			pred++
 		}
 		e := left - pred
+		m.judge(sig.Throttled && rec.pred >= 0, e)
 		// A request that left with others may have been counted before
 		// them: its answer can be above the group's prediction (the level
-		// after all of them) without the model being wrong.
-		if e < 0 || (e > 0 && m.alone(rec)) {
+		// after all of them) without the model being wrong. So can one
+		// that overtook requests sent before it and not yet answered (a
+		// slow connection, a goroutine scheduled late): the server may
+		// count them after it. Only what is above both is news.
+		if e > 0 {
+			e = max(e-m.pendingBefore(rec), 0)
+		}
+		if e < 0 || (e > 0 && alone) {
 			m.correct(now, rec.at, e)
 			if !m.rateStated {
 				m.spanInnov += e
 			}
 		}
+		if m.window && e > 0 && alone && rec.at < m.resetSeen-int64(time.Second) && !sig.Throttled {
+			// Quota came back well before the window's end: a bucket after
+			// all. Measure it again.
+			m.window, m.coarse, m.lo, m.hi = false, true, 0, 0
+		}
 	}
-	if sig.Reset > 0 && !m.rateStated {
+	if sig.Reset > 0 && !m.window {
 		m.bound(left, sig.Reset)
 	}
-	if !m.rateStated {
+	if !m.rateStated && !m.window {
 		m.remeasure(now)
 	}
-	if m.rate < minRate {
+	if m.rate < minRate || m.window {
 		m.rate = 0
 	}
 	if sig.Reset > 0 {
-		m.resetAt = satAdd(now, int64(sig.Reset))
+		// Reset instants only move on: a bucket's fills later with every
+		// request, and a window's answers that come back late name a
+		// boundary already passed.
+		if at := satAdd(now, int64(sig.Reset)); at > m.resetSeen {
+			if m.window && m.resetSeen > 0 && at-m.resetSeen > m.resolution() {
+				m.period = at - m.resetSeen // the next window's end
+			}
+			m.resetSeen, m.resetAt = at, at
+		}
+	}
+}
+
+// groupPred returns the level the model predicted after rec's departure and
+// every other that left within groupSpan of it, which the server may have
+// counted before it, and whether there was no such other.
+func (m *serverModel) groupPred(rec *depRecord) (pred float64, alone bool) {
+	pred, alone = rec.pred, true
+	for i := range m.ring() {
+		if r := &m.deps[i]; r.seq != 0 && r != rec && r.ok && r.at >= rec.at-groupSpan && r.at <= rec.at+groupSpan {
+			pred, alone = min(pred, r.pred), false
+		}
+	}
+	return pred, alone
+}
+
+// pendingBefore returns the departures before rec that are not answered
+// yet.
+func (m *serverModel) pendingBefore(rec *depRecord) float64 {
+	n := 0
+	for i := range m.ring() {
+		if r := &m.deps[i]; r.seq != 0 && r.seq < rec.seq && r.ok && !r.done {
+			n++
+		}
+	}
+	return float64(n)
+}
+
+// judge grows the margin after a prediction the server proved wrong (a
+// throttle where the model saw room, or at least two fewer left than
+// predicted, e: a count of whole requests is a level up to one above it,
+// so one fewer is within the noise of a measured rate), and shrinks it
+// after a run of right ones.
+func (m *serverModel) judge(throttled bool, e float64) {
+	if throttled || e <= -2 {
+		m.margin = min(m.margin+1, max(m.cap/4, 1))
+		m.right = 0
+		return
+	}
+	if m.right++; m.right >= marginDecay {
+		m.margin = max(m.margin-1, 0)
+		m.right = 0
 	}
 }
 
@@ -176,16 +282,6 @@ func (m *serverModel) correct(now, at int64, e float64) {
 	}
 }
 
-// alone reports whether rec's departure left at an instant of its own.
-func (m *serverModel) alone(rec *depRecord) bool {
-	for i := range m.ring() {
-		if r := &m.deps[i]; r.seq != 0 && r != rec && r.at == rec.at {
-			return false
-		}
-	}
-	return true
-}
-
 // bound narrows the refill rate with a response that says left remain and
 // the bucket is full again after reset. A reset of whole seconds, or one
 // that contradicted earlier ones (an absolute time of whole seconds
@@ -196,7 +292,13 @@ func (m *serverModel) bound(left float64, reset time.Duration) {
 	if (m.hi > 0 && lo > m.hi) || (hi > 0 && hi < m.lo) {
 		// Bounds that contradict the earlier ones: the resets are coarser
 		// than they look, the limit changed, or the server resets windows
-		// rather than refilling. Start again, from coarse bounds.
+		// rather than refilling. Start again, from coarse bounds; a
+		// contradiction of coarse bounds is a fixed window: its quota
+		// comes back all at once, at resets that stay put.
+		if m.coarse {
+			m.window, m.lo, m.hi = true, 0, 0
+			return
+		}
 		m.coarse = true
 		m.lo, m.hi = rateBounds(m.cap, left, reset, true)
 	} else {
@@ -205,7 +307,9 @@ func (m *serverModel) bound(left float64, reset time.Duration) {
 			m.hi = hi
 		}
 	}
-	m.rate = m.clamp(m.rate)
+	if !m.rateStated {
+		m.rate = m.clamp(m.rate)
+	}
 }
 
 // rateBounds returns the bounds on the refill rate (per nanosecond) of a
@@ -215,13 +319,23 @@ func (m *serverModel) bound(left float64, reset time.Duration) {
 func rateBounds(cap, left float64, reset time.Duration, coarse bool) (lo, hi float64) {
 	u := time.Millisecond
 	if coarse {
-		u = time.Second
+		// A second of rounding, and what an absolute reset adds: the
+		// width of the clock offset's bounds and the time in flight.
+		u = time.Second + 250*time.Millisecond
 	}
 	lo = max(cap-left-1, 0) / float64(reset+u)
 	if reset > u {
 		hi = (cap - left) / float64(reset-u)
 	}
 	return lo, hi
+}
+
+// resolution returns how far a stated reset may be from the truth.
+func (m *serverModel) resolution() int64 {
+	if m.coarse {
+		return int64(time.Second + 250*time.Millisecond)
+	}
+	return int64(time.Millisecond)
 }
 
 // clamp returns r within the bounds stated resets put on the rate.
@@ -274,12 +388,14 @@ func (m *serverModel) earliest(now int64, n float64) int64 {
 	if m.spread {
 		d = max(d, m.nextAt)
 	}
-	// With a refill, keep one request in reserve (if the bucket holds two):
-	// the server may count a request later than it left, and an estimated
-	// rate may be a little high; the reserve absorbs both.
+	// With a refill, keep one request in reserve (if the bucket holds two),
+	// and the margin the model's errors taught: the server may count a
+	// request later than it left, in another order than it left, and an
+	// estimated rate may be a little high. Kept back once, the reserve
+	// costs a refilling bucket nothing after its first burst.
 	need := n
 	if m.rate > 0 && m.cap >= 2 {
-		need++
+		need = min(n+1+math.Floor(m.margin), max(m.cap-1, n+1))
 	}
 	level := m.level(d)
 	switch {
@@ -294,8 +410,9 @@ func (m *serverModel) earliest(now int64, n float64) int64 {
 		return m.resetAt
 	case n <= 1 && level > -1:
 		// Nothing says when it comes back: one request at a time finds
-		// out.
-		return d
+		// out, a while after the last one left, so that a bucket that
+		// refills has done some of it, and its answer measures the rate.
+		return max(d, satAdd(m.lastTake, probeGap))
 	}
 	return satAdd(d, int64(time.Second))
 }
@@ -318,15 +435,12 @@ func (m *serverModel) take(now int64, seq uint64) {
 	}
 	now = max(now, m.at)
 	level := m.level(now)
-	m.tokens, m.at = level-1, now
+	m.tokens, m.at, m.lastTake = level-1, now, now
 	if m.resetAt > 0 && now >= m.resetAt {
-		m.resetAt = 0 // the reset is taken into tokens
-	}
-	// Departures at the same instant form a group that the server may count
-	// in any order: each of them expects the level after the whole group.
-	for i := range m.ring() {
-		if r := &m.deps[i]; r.seq != 0 && r.at == now && r.ok {
-			r.pred = m.tokens
+		// The reset is taken into tokens; a window's next one is a period on.
+		m.resetAt = 0
+		if m.window && m.period > 0 {
+			m.resetAt = m.resetSeen + (now-m.resetSeen)/m.period*m.period + m.period
 		}
 	}
 	m.track()

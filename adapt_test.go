@@ -297,8 +297,9 @@ func TestRateBounds(t *testing.T) {
 	}{
 		{"ms: empty bucket of 10 full in 200ms", 10, 0, 200 * time.Millisecond, false, 9 / 0.201, 10 / 0.199},
 		{"ms: one short", 10, 9, 20 * time.Millisecond, false, 0, 1 / 0.019},
-		{"s: whole second says little", 10, 0, time.Second, true, 9 / 2.0, 0},
-		{"s: a long window", 5000, 1000, 100 * time.Second, true, 3999 / 101.0, 4000 / 99.0},
+		// Coarse: a second of rounding and a quarter for the clock and the flight.
+		{"s: whole second says little", 10, 0, time.Second, true, 9 / 2.25, 0},
+		{"s: a long window", 5000, 1000, 100 * time.Second, true, 3999 / 101.25, 4000 / 98.75},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			lo, hi := rateBounds(c.cap, c.left, c.reset, c.coarse)

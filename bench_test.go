@@ -3,9 +3,12 @@ package headway
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/time/rate"
 )
@@ -131,4 +134,53 @@ func BenchmarkOverhead(b *testing.B) {
 	b.Run("headway/1key/maxinflight", func(b *testing.B) {
 		benchRT(b, New(freshRT{}, WithLimit(far), WithMaxInFlight(8)), 1, false)
 	})
+}
+
+// lazyBody is a request body of n zero bytes, made as they are read, with
+// no GetBody: what a body streamed from a file or a pipe costs its caller.
+type lazyBody struct{ n int64 }
+
+func (b *lazyBody) Read(p []byte) (int, error) {
+	if b.n <= 0 {
+		return 0, io.EOF
+	}
+	m := int(min(int64(len(p)), b.n))
+	clear(p[:m])
+	b.n -= int64(m)
+	return m, nil
+}
+
+func (b *lazyBody) Close() error { return nil }
+
+// BenchmarkQueuedBodyHeap measures the heap that 500 POSTs of 1 MiB each,
+// with no GetBody, hold while they wait in their key's queue: the bytes of
+// a body are read (to be sent again if need be) only when it leaves.
+func BenchmarkQueuedBodyHeap(b *testing.B) {
+	const queued, size = 500, 1 << 20
+	var perReq float64
+	for range b.N {
+		tr := New(newNopRT(), WithLimit(Every(time.Hour)), WithQueue(QueueOptions{MaxLen: queued}))
+		ctx, cancel := context.WithCancel(context.Background())
+		first, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/", nil)
+		if _, err := tr.RoundTrip(first); err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		var wg sync.WaitGroup
+		for range queued {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/", &lazyBody{n: size})
+			wg.Go(func() { tr.RoundTrip(req) })
+		}
+		for tr.queued() < queued {
+			time.Sleep(time.Millisecond)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		perReq = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / queued
+		cancel()
+		wg.Wait()
+	}
+	b.ReportMetric(perReq, "heap-B/queued")
 }

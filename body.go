@@ -25,12 +25,15 @@ func peek(resp *http.Response, n int) []byte {
 	buf := make([]byte, n)
 	m, err := io.ReadFull(resp.Body, buf)
 	buf = buf[:m]
-	if err != nil { // the whole body is read: no need to keep the original
+	switch err {
+	case nil:
+		resp.Body = &peekedBody{Reader: io.MultiReader(bytes.NewReader(buf), resp.Body), Closer: resp.Body}
+	case io.EOF, io.ErrUnexpectedEOF: // the whole body is read: no need to keep the original
 		resp.Body.Close()
 		resp.Body = io.NopCloser(bytes.NewReader(buf))
-		return buf
+	default: // a broken body: the caller reads what came, then the error
+		resp.Body = &peekedBody{Reader: io.MultiReader(bytes.NewReader(buf), errReader{err}), Closer: resp.Body}
 	}
-	resp.Body = &peekedBody{Reader: io.MultiReader(bytes.NewReader(buf), resp.Body), Closer: resp.Body}
 	return buf
 }
 
@@ -38,6 +41,11 @@ type peekedBody struct {
 	io.Reader
 	io.Closer
 }
+
+// errReader fails every read with err: the end of a body that broke.
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 // buffer reads resp's body into memory, closes the original and returns
 // resp with the copy as its body; or, when the body is larger than limit,
@@ -52,8 +60,9 @@ func buffer(resp *http.Response, limit int64) *http.Response {
 		return nil
 	}
 	resp.Body.Close()
-	if err != nil {
-		data = nil // a broken body: what was read is no use to anybody
+	if err != nil { // a broken body: the caller reads what came, then the error
+		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(data), errReader{err}))
+		return resp
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(data))
 	return resp

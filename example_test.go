@@ -244,5 +244,5 @@ func ExampleTransport_RoundTrip() {
 func ExampleDefaultDialects() {
 	fmt.Println(headway.DefaultDialects())
 	// Output:
-	// [ietf x-ratelimit github discord openai anthropic shopify hubspot zendesk stripe]
+	// [ietf x-ratelimit github discord openai anthropic shopify hubspot zendesk stripe google salesforce atlassian linear]
 }

@@ -192,3 +192,19 @@ func sendAllOK(t *testing.T, tr http.RoundTripper, url string, n, g int) {
 		}
 	})
 }
+
+// queued returns the requests waiting in every queue of t.
+func (t *Transport) queued() int64 {
+	var n int64
+	for i := range t.keys.shards {
+		s := &t.keys.shards[i]
+		s.mu.RLock()
+		for _, k := range s.m {
+			k.mu.Lock()
+			n += k.queue.n
+			k.mu.Unlock()
+		}
+		s.mu.RUnlock()
+	}
+	return n
+}

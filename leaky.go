@@ -87,17 +87,6 @@ func (p *pacer) giveBack(now, cost int64) {
 // earlier, longer one.
 func (p *pacer) pause(until int64) { p.pauseUntil = max(p.pauseUntil, until) }
 
-// setInterval changes the pace of limit i at now, keeping the debt it holds:
-// the units not yet drained drain at the new pace.
-func (p *pacer) setInterval(now int64, i int, interval int64) {
-	b := &p.buckets[i]
-	if b.tat > now && b.interval > 0 {
-		debt := float64(b.tat-now) / float64(b.interval) // units
-		b.tat = satAdd(now, int64(math.Ceil(debt*float64(interval))))
-	}
-	b.interval = interval
-}
-
 // tooBig reports the first limit whose burst is smaller than cost: such a
 // request could never leave.
 func (p *pacer) tooBig(cost int64) (int, bool) {

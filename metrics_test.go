@@ -11,32 +11,26 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/headway-go/headway/fakeserver"
+	"github.com/headway-go/headway/internal/metrictest"
 )
 
-// metricsView is one collection of a ManualReader, with look-ups by name.
+// metricsView is one collection of a metrictest.Provider, with look-ups
+// by name.
 type metricsView struct {
 	t  testing.TB
-	ms map[string]metricdata.Metrics
+	ms map[string]metrictest.Metric
 }
 
-func collectMetrics(t testing.TB, r *sdkmetric.ManualReader) metricsView {
+func collectMetrics(t testing.TB, mp *metrictest.Provider) metricsView {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := r.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	v := metricsView{t: t, ms: map[string]metricdata.Metrics{}}
-	for _, sm := range rm.ScopeMetrics {
-		if sm.Scope.Name != meterName {
-			t.Errorf("scope %q, want %q", sm.Scope.Name, meterName)
+	v := metricsView{t: t, ms: map[string]metrictest.Metric{}}
+	for _, m := range mp.Collect(context.Background()) {
+		if m.Scope != meterName {
+			t.Errorf("scope %q, want %q", m.Scope, meterName)
 		}
-		for _, m := range sm.Metrics {
-			v.ms[m.Name] = m
-		}
+		v.ms[m.Name] = m
 	}
 	return v
 }
@@ -53,23 +47,18 @@ func matches(set attribute.Set, kv []attribute.KeyValue) bool {
 
 // count sums the points of the int64 counter or gauge name that carry kv.
 func (v metricsView) count(name string, kv ...attribute.KeyValue) int64 {
+	m, ok := v.ms[name]
+	if !ok {
+		return 0
+	}
+	if m.Kind == metrictest.Histogram {
+		v.t.Errorf("%s is a histogram", name)
+	}
 	var n int64
-	switch d := v.ms[name].Data.(type) {
-	case metricdata.Sum[int64]:
-		for _, p := range d.DataPoints {
-			if matches(p.Attributes, kv) {
-				n += p.Value
-			}
+	for _, p := range m.Points {
+		if matches(p.Attributes, kv) {
+			n += int64(p.Value)
 		}
-	case metricdata.Gauge[int64]:
-		for _, p := range d.DataPoints {
-			if matches(p.Attributes, kv) {
-				n += p.Value
-			}
-		}
-	case nil:
-	default:
-		v.t.Errorf("%s is a %T", name, d)
 	}
 	return n
 }
@@ -77,22 +66,20 @@ func (v metricsView) count(name string, kv ...attribute.KeyValue) int64 {
 // gauge returns the float64 gauge name without attributes, and whether
 // it has a point.
 func (v metricsView) gauge(name string) (float64, bool) {
-	d, ok := v.ms[name].Data.(metricdata.Gauge[float64])
-	if !ok || len(d.DataPoints) == 0 {
+	m := v.ms[name]
+	if m.Kind != metrictest.Gauge || len(m.Points) == 0 {
 		return 0, false
 	}
-	return d.DataPoints[0].Value, true
+	return m.Points[0].Value, true
 }
 
 // waits returns the number and sum of the queue-wait histogram's values.
 func (v metricsView) waits() (uint64, float64) {
 	var n uint64
 	var sum float64
-	if d, ok := v.ms["headway.queue.wait"].Data.(metricdata.Histogram[float64]); ok {
-		for _, p := range d.DataPoints {
-			n += p.Count
-			sum += p.Sum
-		}
+	for _, p := range v.ms["headway.queue.wait"].Points {
+		n += p.Count
+		sum += p.Value
 	}
 	return n, sum
 }
@@ -100,28 +87,10 @@ func (v metricsView) waits() (uint64, float64) {
 // attrKeys returns every attribute key of every point.
 func (v metricsView) attrKeys() map[attribute.Key]bool {
 	keys := map[attribute.Key]bool{}
-	add := func(s attribute.Set) {
-		for _, kv := range s.ToSlice() {
-			keys[kv.Key] = true
-		}
-	}
 	for _, m := range v.ms {
-		switch d := m.Data.(type) {
-		case metricdata.Sum[int64]:
-			for _, p := range d.DataPoints {
-				add(p.Attributes)
-			}
-		case metricdata.Gauge[int64]:
-			for _, p := range d.DataPoints {
-				add(p.Attributes)
-			}
-		case metricdata.Gauge[float64]:
-			for _, p := range d.DataPoints {
-				add(p.Attributes)
-			}
-		case metricdata.Histogram[float64]:
-			for _, p := range d.DataPoints {
-				add(p.Attributes)
+		for _, p := range m.Points {
+			for _, kv := range p.Attributes.ToSlice() {
+				keys[kv.Key] = true
 			}
 		}
 	}
@@ -159,7 +128,7 @@ type scriptResult struct {
 	during             metricsView
 }
 
-func scriptedRun(t *testing.T, reader *sdkmetric.ManualReader, opts ...Option) (*Transport, scriptResult) {
+func scriptedRun(t *testing.T, mp *metrictest.Provider, opts ...Option) (*Transport, scriptResult) {
 	srv := fakeserver.New(fakeserver.Config{Limit: 10, Window: time.Second, Burst: 5})
 	opts = append([]Option{
 		WithHostLimit("slow.test", Every(time.Second)),
@@ -185,8 +154,8 @@ func scriptedRun(t *testing.T, reader *sdkmetric.ManualReader, opts ...Option) (
 		}
 	})
 	synctest.Wait() // b waits in the queue
-	if reader != nil {
-		res.during = collectMetrics(t, reader)
+	if mp != nil {
+		res.during = collectMetrics(t, mp)
 	}
 	if _, err := fetch(t, tr, "http://slow.test/c"); !errors.Is(err, ErrQueueFull) {
 		t.Errorf("c: %v, want ErrQueueFull", err)
@@ -199,10 +168,9 @@ func scriptedRun(t *testing.T, reader *sdkmetric.ManualReader, opts ...Option) (
 
 func TestMetricsOfAScriptedRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		reader := sdkmetric.NewManualReader()
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-		tr, res := scriptedRun(t, reader, WithMeterProvider(mp))
-		m := collectMetrics(t, reader)
+		mp := metrictest.NewProvider()
+		tr, res := scriptedRun(t, mp, WithMeterProvider(mp))
+		m := collectMetrics(t, mp)
 
 		throttled := res.rejected
 		n, sum := m.waits()
@@ -281,11 +249,10 @@ func TestMetricsOfAScriptedRun(t *testing.T) {
 
 func TestMetricKeysAndHostsAreOptIn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		reader := sdkmetric.NewManualReader()
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-		scriptedRun(t, reader, WithMeterProvider(mp), WithMetricKeys(true), WithMetricHosts(true),
+		mp := metrictest.NewProvider()
+		scriptedRun(t, mp, WithMeterProvider(mp), WithMetricKeys(true), WithMetricHosts(true),
 			WithKey(KeyByHeader("Authorization")))
-		m := collectMetrics(t, reader)
+		m := collectMetrics(t, mp)
 		keys := m.attrKeys()
 		if !keys[attrKey] || !keys[attrHost] {
 			t.Errorf("attributes %v, want %s and %s", keys, attrKey, attrHost)
@@ -305,8 +272,7 @@ func TestMetricKeysAndHostsAreOptIn(t *testing.T) {
 // calls back into the Transport on the same key.
 func TestBreakerMetricsAndHooks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		reader := sdkmetric.NewManualReader()
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		mp := metrictest.NewProvider()
 		stub := &stubRT{status: http.StatusInternalServerError}
 		var (
 			tr     *Transport
@@ -338,7 +304,7 @@ func TestBreakerMetricsAndHooks(t *testing.T) {
 		if len(legacy) != 1 || legacy[0] != "api.test" {
 			t.Errorf("OnStateChange got %v", legacy)
 		}
-		m := collectMetrics(t, reader)
+		m := collectMetrics(t, mp)
 		if got := m.count("headway.breaker.changes", attrFrom.String("closed"), attrTo.String("open")); got != 1 {
 			t.Errorf("changes closed to open: %d, want 1", got)
 		}
@@ -429,17 +395,4 @@ func TestNoObserverAllocatesNothing(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("%v allocations a request, want 0", n)
 	}
-}
-
-// BenchmarkOverheadMetrics is BenchmarkOverhead's first case with metrics
-// on, in an SDK MeterProvider, without key or host attributes.
-func BenchmarkOverheadMetrics(b *testing.B) {
-	far := PerSecond(1_000_000_000).WithBurst(1000)
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-	b.Run("headway/1key", func(b *testing.B) {
-		benchRT(b, New(newNopRT(), WithLimit(far), WithMeterProvider(mp)), 1, false)
-	})
-	b.Run("headway/1key/parallel", func(b *testing.B) {
-		benchRT(b, New(newNopRT(), WithLimit(far), WithMeterProvider(mp)), 1, true)
-	})
 }

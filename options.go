@@ -58,10 +58,15 @@ func WithBreaker(s BreakerSettings) Option {
 	return optionFunc(func(c *config) { c.breaker = &s })
 }
 
-// WithMaxRetryAfter sets the longest wait a throttled response may name
-// for its request to be sent again after it; a longer one goes back to the
-// caller at once, and the key stays paused for the others. The default is
-// DefaultMaxWait, 10 minutes.
+// WithMaxRetryAfter caps the waits a server names (Retry-After, or the
+// reset of an exhausted quota). A throttled response that names a longer
+// wait goes back to the caller at once, unretried. Such a wait holds its
+// key for the cap at most, is logged at Warn and counted (the outcome
+// "wait_capped" of headway.requests; PauseEvent.Stated for a pause), and
+// while what is left of it is longer than the cap, a request on the key
+// fails at once, unsent, with a *WaitError whose Stated is true and whose
+// Wait is what is left; then the key waits out the rest. The default is
+// DefaultMaxWait, 10 minutes; a zero or negative d keeps the default.
 func WithMaxRetryAfter(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
@@ -91,6 +96,11 @@ func WithSpread() Option {
 // or waits until it can: GitHub's 5,000 requests an hour beside a
 // per-minute secondary limit, say, or an API's requests per minute beside
 // its tokens per minute.
+//
+// A limit is what a provider's documentation says, and a server may allow
+// a smaller burst than it: until a key's first answer comes (a second at
+// most), the key sends one request and holds the others, with limits or
+// without; then what the server says is left caps the limits.
 //
 // By default no limit is set: requests leave as fast as they come, and
 // only QueueOptions and WithMaxInFlight apply. New panics if a limit is
@@ -172,21 +182,31 @@ func (c *config) costOf(req *http.Request) int64 {
 	return 1
 }
 
-// routeLimit is the limits of the requests to host whose path begins with
-// prefix (see Preset.PathPrefix).
+// routeLimit is the limits of the requests to host (or, for "*.example.com",
+// to its subdomains) whose path begins with prefix (see Preset.PathPrefix)
+// and, if match is set, that match reports true for.
 type routeLimit struct {
 	host, prefix string
+	match        func(*http.Request) bool
 	limits       []Limit
 }
 
-// limitsFor returns the limits of a new key whose first request is req.
+// matches reports whether req is one of r's requests.
+func (r *routeLimit) matches(req *http.Request) bool {
+	return matchHost(req, r.host) && strings.HasPrefix(req.URL.Path, r.prefix) && (r.match == nil || r.match(req))
+}
+
+// limitsFor returns the limits of a new key whose first request is req:
+// a route's of its host, else the host's, else a route's of a host
+// pattern ("*.example.com"), else the Transport's.
 func (c *config) limitsFor(req *http.Request) []Limit {
-	for i := len(c.routeLimits) - 1; i >= 0 && req.URL != nil; i-- {
-		if r := c.routeLimits[i]; matchHost(req, r.host) && strings.HasPrefix(req.URL.Path, r.prefix) {
-			return r.limits
-		}
+	if req.URL == nil {
+		return c.limits
 	}
-	if len(c.hostLimits) > 0 && req.URL != nil {
+	if l, ok := c.routeFor(req, false); ok {
+		return l
+	}
+	if len(c.hostLimits) > 0 {
 		host := strings.ToLower(req.URL.Host)
 		if l, ok := c.hostLimits[host]; ok {
 			return l
@@ -195,5 +215,19 @@ func (c *config) limitsFor(req *http.Request) []Limit {
 			return l
 		}
 	}
+	if l, ok := c.routeFor(req, true); ok {
+		return l
+	}
 	return c.limits
+}
+
+// routeFor returns the limits of the last route that matches req, among
+// those of host patterns if wild, else among those of hosts.
+func (c *config) routeFor(req *http.Request, wild bool) ([]Limit, bool) {
+	for i := len(c.routeLimits) - 1; i >= 0; i-- {
+		if r := &c.routeLimits[i]; strings.HasPrefix(r.host, "*.") == wild && r.matches(req) {
+			return r.limits, true
+		}
+	}
+	return nil, false
 }

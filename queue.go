@@ -114,16 +114,28 @@ type keyState struct {
 	aimdB    bucket       // aimd's pace, as a bucket of burst 1
 	sent     uint64       // departures so far; the last one's number
 	firstAt  int64        // when the first departure left
-	probing  atomic.Bool  // no limit is set and no response has come yet
+	probing  atomic.Bool  // no response has come yet
 	budget   *retryBudget // nil when budgets are off
 	br       *breaker     // nil without WithBreaker
 	out      outage       // whether its host is down; see outage.go
 	queue    waitList
-	inflight int
-	freedAt  int64 // when a full in-flight set last had a slot again
+	inflight int          // counted only with a bound on it
+	unseen   atomic.Int32 // departures whose outcome the key has not yet taken in
+	freedAt  int64        // when a full in-flight set last had a slot again
 	timer    *time.Timer
 	timerAt  int64 // when the armed timer fires; 0 when disarmed
 	evicted  bool  // removed from the key table; look the key up again
+
+	// statedUntil is the end of the last wait a server named that was
+	// longer than the cap (WithMaxRetryAfter); 0 when none. The key is
+	// held for the cap at most; a request whose wait would be longer fails
+	// at once (see holdStated).
+	statedUntil int64
+
+	// The bare throttles of a key with configured limits: the departures
+	// sent when the last one came, and when the last rareThrottles came.
+	throttleSeq uint64
+	throttleAt  [rareThrottles]int64
 }
 
 // acquire waits until a request of the given cost may leave on k, or fails.
@@ -141,6 +153,12 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool) (departu
 	if i, ok := k.pacer.tooBig(cost); ok {
 		k.mu.Unlock()
 		return departure{}, &CostError{Cost: int(cost), Limit: k.lims[i]}
+	}
+	if k.statedUntil > now {
+		if err := k.holdStated(now); err != nil {
+			k.mu.Unlock()
+			return departure{}, err
+		}
 	}
 	// Fast path: nobody waits, a slot is free and the pacer allows it now.
 	if k.queue.head == nil && k.hasSlot() && k.outageGate(now) {
@@ -216,9 +234,15 @@ func (k *keyState) take(d, cost int64) uint64 {
 	}
 	k.sent++
 	k.outageTake(k.sent, d)
+	k.unseen.Add(1)
 	k.occupy()
 	return k.sent
 }
+
+// seen notes that a departure's outcome has been taken in (its response
+// observed, or its failure), or that it was never sent: until then the
+// key is not idle, since what the response says would update it.
+func (k *keyState) seen() { k.unseen.Add(-1) }
 
 // admissible decides, under k.mu, whether a request that cannot leave at
 // once may join the queue: the queue has room, the cost fits every burst,
@@ -282,6 +306,7 @@ func (k *keyState) abandon(w *waiter) {
 		k.releaseLocked(now)
 		k.settleLocked(now, w.seq, hostUnknown)
 		k.out.lastAnswer.Store(now + 1)
+		k.seen()
 	} else {
 		k.queue.remove(w)
 	}
@@ -390,10 +415,24 @@ func (k *keyState) onTimer() {
 }
 
 // idle reports, under k.mu, whether k holds nothing that a new keyState
-// would not: no waiter, nothing in flight, a full pacer.
+// would not: no waiter, nothing in flight (with or without a bound on it),
+// nothing owed to the pacer, no pause, nothing being learned.
 func (k *keyState) idle(now int64) bool {
-	return k.queue.head == nil && k.inflight == 0 && k.timerAt == 0 && k.pacer.idle(now) &&
-		k.model.idle(now) && k.aimd.idle(now) && k.host.pauseUntil.Load() <= now && !k.out.down
+	return k.queue.head == nil && k.inflight == 0 && k.unseen.Load() == 0 && k.timerAt == 0 && k.pacer.idle(now) &&
+		k.model.idle(now) && k.aimd.idle(now) && k.host.pauseUntil.Load() <= now && k.statedUntil <= now && !k.out.down
+}
+
+// holdStated applies, under k.mu at now, a wait the server named that was
+// longer than the cap: while what is left of it is still longer, a request
+// fails at once with a *WaitError that names it; once it fits the cap, the
+// key is paused until its end.
+func (k *keyState) holdStated(now int64) error {
+	left, limit := time.Duration(k.statedUntil-now), k.t.cfg.maxRetryAfter
+	if left > limit {
+		return &WaitError{Wait: left, Allowed: limit, Stated: true}
+	}
+	k.pacer.pause(k.statedUntil)
+	return nil
 }
 
 // deadline returns, on the pacer's clock, when a request with ctx that
@@ -432,8 +471,13 @@ func (k *keyState) observe(now int64, seq uint64, sig *Signal) {
 	defer k.mu.Unlock()
 	k.probing.Store(false)
 	pausedTill := max(k.pacer.pauseUntil, k.host.pauseUntil.Load()) // before this response
+	// A wait the server names holds the key for the cap at most: a longer
+	// one is remembered, and fails at once the requests it would hold
+	// longer (see holdStated).
+	limit := k.t.cfg.maxRetryAfter
+	wait := min(sig.Wait, limit)
 	if sig.Throttled && sig.HasWait {
-		until := satAdd(now, int64(sig.Wait))
+		until := satAdd(now, int64(wait))
 		if sig.Scope == ScopeGlobal {
 			k.host.pause(until)
 			k.t.hostPaused(until)
@@ -442,10 +486,27 @@ func (k *keyState) observe(now int64, seq uint64, sig *Signal) {
 		}
 	}
 	k.model.observe(now, seq, k.sent, sig)
-	if sig.Throttled && !sig.HasRemaining && !k.model.known && sig.Retryable {
+	k.model.resetAt = min(k.model.resetAt, satAdd(now, int64(limit)))
+	if sig.HasWait && sig.Wait > limit && (sig.Throttled || k.model.rate == 0) {
+		k.statedUntil = max(k.statedUntil, satAdd(now, int64(sig.Wait)))
+		err := &WaitError{Wait: sig.Wait, Allowed: limit, Stated: true}
+		for w := k.queue.head; w != nil; w = k.queue.head {
+			k.queue.remove(w)
+			w.err = err
+			w.ready <- struct{}{}
+		}
+	}
+	if sig.Throttled && !sig.HasRemaining && !k.model.known && sig.Retryable && !k.rareThrottle(now, seq) {
 		if !k.aimd.active {
 			k.aimd.ceiling = k.ceiling()
 			k.model.track() // the cuts to come measure what was sent
+			if k.throttleSeq > 0 {
+				// Throttles came before, taken as accidents: this one is no
+				// first burst, but of a key at its configured pace, whose
+				// burst went out after each pause.
+				k.aimd.active, k.aimd.wmax, k.aimd.burst = true, k.aimd.ceiling, float64(k.minBurst())
+				k.aimd.cutAt = now - int64(time.Hour)
+			}
 		}
 		n, span, known := k.model.recent(now, pausedTill)
 		k.aimd.throttled(now, seq, k.sent, n, span, known, known && pausedTill > now-int64(time.Second))
@@ -454,12 +515,53 @@ func (k *keyState) observe(now int64, seq uint64, sig *Signal) {
 		// for the end of the pause the server named, or else one interval
 		// at the new pace.
 		if sig.HasWait {
-			k.aimdB.tat = satAdd(now, int64(sig.Wait))
+			k.aimdB.tat = satAdd(now, int64(wait))
 		} else {
 			k.aimdB.tat = max(k.aimdB.tat, satAdd(now, k.aimdB.interval))
 		}
 	}
 	k.dispatch(now)
+}
+
+// rareThrottles is how many throttles a key with configured limits takes
+// within rareSpan as accidents (a burst bunched up by the network) before
+// it lowers its pace below the limits.
+const (
+	rareThrottles = 2
+	rareSpan      = 10 * time.Second
+)
+
+// rareThrottle reports, under k.mu, whether a bare throttle of departure
+// seq at now is one that a key with configured limits trusts them through:
+// it pauses for the wait the server states, then goes back to its
+// configured pace, as long as no more than rareThrottles throttles came
+// within rareSpan. Throttles of requests sent before the previous one came
+// are the same accident. A key without limits, or one already adapting,
+// has no pace to trust.
+func (k *keyState) rareThrottle(now int64, seq uint64) bool {
+	if len(k.pacer.buckets) == 0 || k.aimd.active {
+		return false
+	}
+	if seq <= k.throttleSeq {
+		return true
+	}
+	k.model.track() // if the throttles keep coming, what was sent tells the pace
+	rare := k.throttleAt[0] == 0 || now-k.throttleAt[0] > int64(rareSpan)
+	copy(k.throttleAt[:], k.throttleAt[1:])
+	k.throttleAt[rareThrottles-1] = now
+	k.throttleSeq = k.sent
+	return rare
+}
+
+// minBurst returns the smallest burst of k's limits; 0 when it has none.
+func (k *keyState) minBurst() int64 {
+	var m int64
+	for i, b := range k.pacer.buckets {
+		if i == 0 || b.burst < m {
+			m = b.burst
+		}
+	}
+	return m
 }
 
 // ceiling returns the fastest rate, per second, that k's limits allow in

@@ -20,10 +20,16 @@ import (
 type SharedQuota interface {
 	// Reserve spends cost units of each of limits for one request on key,
 	// in every process at once, and returns how long from now the request
-	// must wait before it leaves. The units are spent whether or not the
-	// caller waits. An error fails the request unsent, unless the
-	// implementation chose to fail open (return 0, nil) instead.
-	Reserve(ctx context.Context, key string, limits []Limit, cost int) (time.Duration, error)
+	// must wait before it leaves.
+	//
+	// The caller can wait within at most. When the wait would be longer,
+	// Reserve spends nothing and returns that wait (so a wait over within
+	// always means nothing was spent): a slot that no request will use is
+	// not taken from the other processes. Otherwise the units are spent
+	// whether or not the caller waits. An error fails the request unsent,
+	// unless the implementation chose to fail open (return 0, nil)
+	// instead.
+	Reserve(ctx context.Context, key string, limits []Limit, cost int, within time.Duration) (time.Duration, error)
 
 	// Pause makes every process wait d from now before its next request on
 	// key. A shorter pause never cuts a longer one short.
@@ -77,22 +83,38 @@ func WithSharedQuota(q SharedQuota) Option {
 
 // reserveShared asks the shared quota, if any, when a request on k may
 // leave, and waits until then; after a wait of SharedRecheck or more, a
-// pause set meanwhile makes it reserve again (see SharedPauseChecker). It
-// fails
-// at once when a wait is longer than the context allows.
-func (t *Transport) reserveShared(ctx context.Context, key string, k *keyState, cost int64) error {
+// pause set meanwhile makes it reserve again (see SharedPauseChecker).
+// Only a slot the request can use is taken: one within its deadline, what
+// is left of QueueOptions.MaxWait since it queued, and the longest wait
+// the Transport sleeps on (WithMaxRetryAfter); it fails at once with a
+// WaitError when the shared wait is longer.
+func (t *Transport) reserveShared(ctx context.Context, key string, k *keyState, cost int64, queued time.Time) error {
 	q := t.cfg.shared
 	if q == nil {
 		return nil
 	}
-	wait, err := q.Reserve(ctx, key, k.lims, int(cost))
+	within := func() time.Duration {
+		w := t.cfg.maxRetryAfter
+		if w <= 0 {
+			w = DefaultMaxWait
+		}
+		if mw := t.cfg.queue.MaxWait; mw > 0 {
+			w = min(w, mw-time.Since(queued))
+		}
+		if dl, ok := ctx.Deadline(); ok {
+			w = min(w, time.Until(dl))
+		}
+		return max(w, 0)
+	}
+	allowed := within()
+	wait, err := q.Reserve(ctx, key, k.lims, int(cost), allowed)
 	if err != nil {
 		return err
 	}
 	pc, _ := q.(SharedPauseChecker)
 	for {
-		if dl, ok := ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
-			return &WaitError{Wait: wait, Allowed: max(time.Until(dl), 0)}
+		if wait > allowed {
+			return &WaitError{Wait: wait, Allowed: allowed}
 		}
 		if err := sleep(ctx, wait); err != nil {
 			return err
@@ -106,7 +128,8 @@ func (t *Transport) reserveShared(ctx context.Context, key string, k *keyState, 
 		// Paused since the reservation: take a slot after the pause, in
 		// turn with the others held, rather than leaving with all of them
 		// the moment it ends.
-		if wait, err = q.Reserve(ctx, key, k.lims, int(cost)); err != nil {
+		allowed = within()
+		if wait, err = q.Reserve(ctx, key, k.lims, int(cost), allowed); err != nil {
 			return err
 		}
 	}
@@ -116,7 +139,7 @@ func (t *Transport) reserveShared(ctx context.Context, key string, k *keyState, 
 func (t *Transport) pauseShared(ctx context.Context, key string, sig *Signal) {
 	if q := t.cfg.shared; q != nil && sig.Throttled && sig.HasWait && sig.Wait > 0 {
 		// A failure to share the pause leaves it local: nothing to do.
-		_ = q.Pause(context.WithoutCancel(ctx), key, sig.Wait)
+		_ = q.Pause(context.WithoutCancel(ctx), key, min(sig.Wait, t.cfg.maxRetryAfter))
 	}
 }
 
@@ -134,5 +157,6 @@ func (t *Transport) learnShared(ctx context.Context, key string, k *keyState, si
 	if s.HasRemaining && s.Remaining == 0 && s.HasWait && !s.RetryAfter {
 		s.Wait = min(s.Wait, k.modelWait(t.now()))
 	}
+	s.Wait = min(s.Wait, t.cfg.maxRetryAfter) // shared no longer than it holds the key here
 	_ = l.Learn(context.WithoutCancel(ctx), key, s)
 }

@@ -20,13 +20,16 @@ type memQuota struct {
 	pauses map[string]time.Duration
 }
 
-func (q *memQuota) Reserve(_ context.Context, key string, _ []Limit, _ int) (time.Duration, error) {
+func (q *memQuota) Reserve(_ context.Context, key string, _ []Limit, _ int, within time.Duration) (time.Duration, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := time.Now()
 	at := now
 	if q.next[key].After(now) {
 		at = q.next[key]
+	}
+	if at.Sub(now) > within {
+		return at.Sub(now), nil // nothing spent
 	}
 	q.next[key] = at.Add(time.Second)
 	return at.Sub(now), nil
@@ -112,5 +115,45 @@ func TestAPauseHoldsRequestsAlreadyReserved(t *testing.T) {
 		// and checked once more after that wait.
 		assert.Equal(t, []time.Duration{0, 3500 * time.Millisecond}, offsets(start, stub.times()))
 		assert.Equal(t, 2, q.checks)
+	})
+}
+
+// TestASharedSlotIsTakenOnlyWithinTheDeadline: a request whose deadline,
+// or MaxWait, cannot wait for its shared slot fails at once and takes no
+// slot from the other processes; a request with neither is bounded by the
+// longest wait the Transport sleeps on.
+func TestASharedSlotIsTakenOnlyWithinTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := &memQuota{next: map[string]time.Time{}, pauses: map[string]time.Duration{}}
+		stub := &stubRT{}
+		a := New(stub, WithSharedQuota(q), WithLimit(PerSecond(100)))
+		b := New(stub, WithSharedQuota(q), WithLimit(PerSecond(100)),
+			WithQueue(QueueOptions{MaxWait: 600 * time.Millisecond}))
+		start := time.Now()
+		sendAll(t, a, "http://api.test/", 3, 3) // slots at 0, 1s, 2s
+		next := q.next["api.test"]              // 3s: 1s from now
+
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		_, err := a.RoundTrip(mustReq(t, "http://api.test/").WithContext(ctx))
+		var we *WaitError
+		require.ErrorAs(t, err, &we)
+		assert.Equal(t, 300*time.Millisecond, we.Allowed)
+		assert.Equal(t, next, q.next["api.test"], "a slot the deadline cannot use was spent")
+
+		_, err = b.RoundTrip(mustReq(t, "http://api.test/"))
+		require.ErrorAs(t, err, &we)
+		assert.Equal(t, 600*time.Millisecond, we.Allowed)
+		assert.Equal(t, next, q.next["api.test"], "a slot MaxWait cannot use was spent")
+
+		c := New(stub, WithSharedQuota(q), WithLimit(PerSecond(100)), WithMaxRetryAfter(900*time.Millisecond))
+		_, err = c.RoundTrip(mustReq(t, "http://api.test/"))
+		require.ErrorAs(t, err, &we)
+		assert.Equal(t, 900*time.Millisecond, we.Allowed)
+		assert.Equal(t, next, q.next["api.test"])
+
+		// The slot refused is the next request's.
+		get(t, a, "http://api.test/")
+		assert.Equal(t, 3*time.Second, time.Since(start))
 	})
 }

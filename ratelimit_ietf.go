@@ -1,6 +1,8 @@
 package headway
 
 import (
+	"encoding/base64"
+	"strings"
 	"time"
 
 	"github.com/dunglas/httpsfv"
@@ -12,9 +14,11 @@ import (
 //   - -08 to -11: RateLimit and RateLimit-Policy, Structured Field Lists of
 //     named policies (RFC 9651), e.g.
 //     RateLimit-Policy: "burst";q=100;w=60 and RateLimit: "burst";r=99;t=59.
-//     Names may be Strings or Tokens; q, w, qu are read on a policy, r and t
-//     on a limit; pk and unknown parameters are ignored; a field split over
-//     several lines is one list. A field that does not parse is ignored
+//     Names may be Strings or Tokens; q, w, qu are read on a policy, r, t
+//     and pk on a limit; unknown parameters are ignored; a field split over
+//     several lines is one list. A partition key (pk, a Byte Sequence)
+//     names the quota the response speaks for: the signal's Bucket is the
+//     limit's name and its key, "name;pk=:base64:". A field that does not parse is ignored
 //     whole, a member with an invalid r or t is ignored alone.
 //   - -07: RateLimit: limit=10, remaining=0, reset=10 (a Dictionary), with
 //     RateLimit-Policy: 10;w=1 giving the window.
@@ -140,6 +144,12 @@ func ietfLimits(list httpsfv.List, policies []ietfPolicy, s *Signal) {
 			continue
 		}
 		q := Quota{Remaining: r, Reset: toDuration(uint64(t), 0, time.Second)}
+		if pk, ok := it.Params.Get("pk"); ok && s.Bucket == "" {
+			if b, ok := pk.([]byte); ok && len(b) <= 64 {
+				// The partition key names the quota this response speaks for.
+				s.Bucket = name + ";pk=:" + base64.StdEncoding.EncodeToString(b) + ":"
+			}
+		}
 		for _, p := range policies {
 			if p.named && p.name == name {
 				q.Limit, q.Period, q.Unit = p.q, p.w, p.unit
@@ -195,9 +205,7 @@ func ietfSeparate(in *SignalInput, s *Signal) {
 		return
 	}
 	q := Quota{Remaining: r}
-	if l, ok := minCount(h["Ratelimit-Limit"]); ok {
-		q.Limit = l
-	} else if pols := ietfPolicies(h["Ratelimit-Limit"]); len(pols) > 0 && !pols[0].named {
+	if pols := ietfPolicies(h["Ratelimit-Limit"]); len(pols) > 1 && !pols[0].named && hasParams(h["Ratelimit-Limit"]) {
 		// Early drafts: RateLimit-Limit: 10, 10;w=1, 1000;w=3600: the
 		// limit, then the policies, the one of the same size giving its window.
 		q.Limit = pols[0].q
@@ -207,6 +215,8 @@ func ietfSeparate(in *SignalInput, s *Signal) {
 				break
 			}
 		}
+	} else if l, ok := minCount(h["Ratelimit-Limit"]); ok {
+		q.Limit = l
 	}
 	if d, ok := maxReset(h["Ratelimit-Reset"], in); ok {
 		q.Reset = d
@@ -214,6 +224,16 @@ func ietfSeparate(in *SignalInput, s *Signal) {
 		q.Reset = d
 	}
 	s.AddQuota(q)
+}
+
+// hasParams reports whether a field's lines hold a parameter (";").
+func hasParams(vs []string) bool {
+	for _, v := range vs {
+		if strings.IndexByte(v, ';') >= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // sfName returns a policy name or unit given as a String or a Token.

@@ -20,7 +20,7 @@ func TestIETFShapes(t *testing.T) {
 			want:    ok(Signal{Remaining: 5, HasRemaining: true, Reset: s, Limit: 10, Period: s})},
 		{name: "partition keys", status: 200,
 			headers: [][2]string{{"RateLimit-Policy", `"user";q=10;w=60;pk=:dXNlcjE=:`}, {"RateLimit", `"user";r=5;t=10;pk=:dXNlcjE=:`}},
-			want:    ok(Signal{Remaining: 5, HasRemaining: true, Reset: 10 * s, Limit: 10, Period: 60 * s})},
+			want:    ok(Signal{Remaining: 5, HasRemaining: true, Reset: 10 * s, Limit: 10, Period: 60 * s, Bucket: "user;pk=:dXNlcjE=:"})},
 		{name: "quota unit other than requests governs the wait only", status: 200,
 			headers: [][2]string{{"RateLimit-Policy", `"bytes";q=1000;w=60;qu="content-bytes", "req";q=100;w=60`}, {"RateLimit", `"bytes";r=0;t=20, "req";r=50;t=20`}},
 			want:    ok(Signal{Wait: 20 * s, HasWait: true, Remaining: 50, HasRemaining: true, Reset: 20 * s, Limit: 100, Period: 60 * s})},

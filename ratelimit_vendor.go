@@ -7,24 +7,34 @@ import (
 )
 
 // xRateLimitDialect reads the X-RateLimit-* family that most APIs send,
-// in every spelling seen in the wild:
+// in every spelling seen in the wild. A field name is a prefix, a kind and
+// a field, the kind before or after the field:
 //
-//   - X-RateLimit-Limit, -Remaining, -Reset (GitHub, Discord, Reddit,
-//     Atlassian, and countless others); X-Rate-Limit-* (Okta, Twitter/X,
-//     Zendesk's X-Rate-Limit). Reset may be a delta in seconds, an epoch in
-//     seconds with or without a fraction, an epoch in milliseconds, an
-//     RFC 3339 timestamp or an HTTP-date; see parseReset. A remaining count
-//     may be a decimal (Reddit's 599.0).
-//   - X-RateLimit-Reset-After, Discord's precise delta, preferred to Reset.
-//   - X-RateLimit-Bucket (Discord) and X-RateLimit-Resource (GitHub) as the
-//     signal's Bucket.
-//   - OpenAI's X-RateLimit-{Limit,Remaining,Reset}-{Requests,Tokens}, resets
-//     as Go durations ("6m0s", "547ms").
-//   - Kong's X-RateLimit-{Limit,Remaining}-{Second,Minute,Hour,Day,Month,Year},
-//     whose suffix states the window.
+//   - prefixes X-RateLimit- (GitHub, Discord, Reddit, Atlassian, Linear,
+//     RapidAPI, and countless others), X-Rate-Limit- (Okta, Twitter/X),
+//     X-App-Limit- and X-User-Limit- (X's 24-hour limits), X-ReadRateLimit-
+//     (Strava's read limits); and Zendesk's bare X-Rate-Limit;
+//   - fields Limit, Remaining, Reset, Reset-After (Discord's precise delta,
+//     preferred to Reset), Used or Usage (Strava: what is left is Limit
+//     minus Usage when Remaining is absent);
+//   - kinds: none; Requests (OpenAI's X-RateLimit-Remaining-Requests,
+//     Linear's and RapidAPI's X-RateLimit-Requests-Remaining); a window,
+//     which states the period (Kong's -Minute, -Hour, ..., X's 24hour);
+//     any other (Tokens, Complexity, ...) counts something other than
+//     requests: an exhausted one governs the wait, but is not Remaining.
 //
-// A field sent on several lines takes its most conservative value: the
-// fewest remaining, the smallest limit, the latest reset.
+// A reset may be a delta in seconds, an epoch in seconds or milliseconds,
+// a Go duration, an RFC 3339 timestamp (with or without seconds) or an
+// HTTP-date; see parseReset. A count may be a decimal (Reddit's 599.0).
+// X-RateLimit-Bucket (Discord) and X-RateLimit-Resource (GitHub) name the
+// signal's Bucket.
+//
+// Several windows may come as comma-separated lists, member by member
+// (Strava's X-RateLimit-Limit: 200,2000 with X-RateLimit-Usage: 150,2000):
+// each position is a window, the exhausted one governs. Otherwise a field
+// sent on several lines, or folded into one by a proxy, takes its most
+// conservative value: the fewest remaining, the smallest limit, the latest
+// reset.
 type xRateLimitDialect struct{}
 
 func (xRateLimitDialect) String() string { return "x-ratelimit" }
@@ -61,91 +71,285 @@ func (w *window) add(s *Signal, period time.Duration, unit string) {
 	}
 }
 
-// kongPeriods are the window suffixes of Kong's rate-limiting plugin.
-var kongPeriods = [...]struct {
-	name   string
-	period time.Duration
-}{
-	{"Second", time.Second},
-	{"Minute", time.Minute},
-	{"Hour", time.Hour},
-	{"Day", 24 * time.Hour},
-	{"Month", 30 * 24 * time.Hour},
-	{"Year", 365 * 24 * time.Hour},
+// xPrefixes are the prefixes of the X-RateLimit family, canonical, with
+// the kind each implies.
+var xPrefixes = [...]struct{ prefix, kind string }{
+	{"X-Ratelimit-", ""},
+	{"X-Rate-Limit-", ""},
+	{"X-App-Limit-", "App-"},
+	{"X-User-Limit-", "User-"},
+	{"X-Readratelimit-", "Read-"},
 }
+
+// xField is a field of the X-RateLimit family.
+type xField uint8
+
+const (
+	xNone xField = iota
+	xLimit
+	xRemaining
+	xReset
+	xResetAfter
+	xUsed
+	xUsage
+)
+
+var xFieldNames = [...]struct {
+	name  string
+	field xField
+}{
+	{"Reset-After", xResetAfter},
+	{"Remaining", xRemaining},
+	{"Limit", xLimit},
+	{"Reset", xReset},
+	{"Used", xUsed},
+	{"Usage", xUsage},
+}
+
+// splitXName returns the kind and field of the part of a field name after
+// its prefix: "Remaining", "Remaining-Requests", "Requests-Remaining".
+func splitXName(rest string) (kind string, f xField) {
+	for _, n := range xFieldNames {
+		switch {
+		case rest == n.name:
+			return "", n.field
+		case len(rest) > len(n.name)+1 && strings.HasSuffix(rest, n.name) && rest[len(rest)-len(n.name)-1] == '-':
+			return rest[:len(rest)-len(n.name)-1], n.field
+		case len(rest) > len(n.name)+1 && strings.HasPrefix(rest, n.name) && rest[len(n.name)] == '-':
+			if n.field == xReset && strings.HasPrefix(rest, "Reset-After-") {
+				return rest[len("Reset-After-"):], xResetAfter
+			}
+			return rest[len(n.name)+1:], n.field
+		}
+	}
+	return "", xNone
+}
+
+// xGroup gathers the lines of one kind's fields.
+type xGroup struct {
+	kind                                      string
+	limit, remaining, reset, resetAfter, used []string
+	usage                                     bool // used came as Usage (Strava)
+}
+
+// maxXGroups bounds the kinds read from one response.
+const maxXGroups = 8
 
 func (xRateLimitDialect) Parse(in *SignalInput, s *Signal) {
 	if !in.has(famXRateLimit) {
 		return
 	}
 	var (
-		plain, after window
-		requests     window // OpenAI
-		tokens       window
-		kong         [len(kongPeriods)]window
+		buf    [maxXGroups]xGroup
+		groups = buf[:0]
 	)
 	for k, vs := range in.Header {
-		var rest string
-		switch {
-		case strings.HasPrefix(k, "X-Ratelimit-"):
-			rest = k[len("X-Ratelimit-"):]
-		case strings.HasPrefix(k, "X-Rate-Limit-"):
-			rest = k[len("X-Rate-Limit-"):]
-		case k == "X-Rate-Limit": // Zendesk
+		rest, kind := "", ""
+		for _, p := range xPrefixes {
+			if strings.HasPrefix(k, p.prefix) {
+				rest, kind = k[len(p.prefix):], p.kind
+				break
+			}
+		}
+		if rest == "" {
+			if k != "X-Rate-Limit" { // Zendesk
+				continue
+			}
 			rest = "Limit"
-		default:
+		}
+		if rest == "Bucket" || rest == "Resource" {
+			if b := firstItem(vs); s.Bucket == "" && b != "" {
+				s.Bucket = b
+			}
 			continue
 		}
-		switch rest {
-		case "Limit":
-			plain.addLimit(vs)
-		case "Remaining":
-			plain.addRemaining(vs)
-		case "Reset":
-			plain.addReset(maxReset(vs, in))
-		case "Reset-After":
-			after.addReset(maxOf(vs, parseSeconds))
-		case "Bucket", "Resource":
-			if s.Bucket == "" && len(vs) > 0 {
-				s.Bucket = trimOWS(vs[0])
+		sub, f := splitXName(rest)
+		if f == xNone {
+			continue
+		}
+		kind += sub
+		var g *xGroup
+		for i := range groups {
+			if groups[i].kind == kind {
+				g = &groups[i]
+				break
 			}
-		case "Limit-Requests":
-			requests.addLimit(vs)
-		case "Remaining-Requests":
-			requests.addRemaining(vs)
-		case "Reset-Requests":
-			requests.addReset(maxOf(vs, parseGoDuration))
-		case "Limit-Tokens":
-			tokens.addLimit(vs)
-		case "Remaining-Tokens":
-			tokens.addRemaining(vs)
-		case "Reset-Tokens":
-			tokens.addReset(maxOf(vs, parseGoDuration))
-		default:
-			field, suffix, ok := strings.Cut(rest, "-")
+		}
+		if g == nil {
+			if len(groups) == maxXGroups {
+				continue
+			}
+			groups = append(groups, xGroup{kind: kind})
+			g = &groups[len(groups)-1]
+		}
+		switch f {
+		case xLimit:
+			g.limit = addLines(g.limit, vs)
+		case xRemaining:
+			g.remaining = addLines(g.remaining, vs)
+		case xReset:
+			g.reset = addLines(g.reset, vs)
+		case xResetAfter:
+			g.resetAfter = addLines(g.resetAfter, vs)
+		case xUsed, xUsage:
+			g.used = addLines(g.used, vs)
+			g.usage = g.usage || f == xUsage
+		}
+	}
+	for i := range groups {
+		groups[i].add(in, s)
+	}
+}
+
+// add records the windows of g in s.
+func (g *xGroup) add(in *SignalInput, s *Signal) {
+	unit, period := xKind(g.kind)
+	var lb, rb, tb, ub [4]string
+	lim := fieldItems(lb[:0], g.limit)
+	rem := fieldItems(rb[:0], g.remaining)
+	used := fieldItems(ub[:0], g.used)
+	resets, parse := fieldItems(tb[:0], g.reset), parseReset
+	if len(g.resetAfter) > 0 {
+		resets, parse = fieldItems(tb[:0], g.resetAfter), func(v string, _ *SignalInput) (time.Duration, bool) { return parseSeconds(v) }
+	}
+	derived := false
+	if len(rem) == 0 && len(used) > 0 && len(used) == len(lim) {
+		derived = true // Remaining is Limit minus Used, member by member
+	}
+	n := len(rem)
+	if derived {
+		n = len(used)
+	}
+	fits := func(l int) bool { return l <= 1 || l == n }
+	if n >= 2 && fits(len(resets)) && (derived || fits(len(lim))) {
+		// One window per position.
+		strava := g.usage && n == 2 && len(resets) == 0
+		for i := range n {
+			var q Quota
+			var ok bool
+			if derived {
+				l, ok1 := parseCount(lim[i])
+				u, ok2 := parseCount(used[i])
+				q.Remaining, q.Limit, ok = max(l-u, 0), l, ok1 && ok2
+			} else {
+				q.Remaining, ok = parseCount(rem[i])
+				if len(lim) > 0 {
+					q.Limit, _ = parseCount(lim[min(i, len(lim)-1)])
+				}
+			}
 			if !ok {
 				continue
 			}
-			for i, p := range kongPeriods {
-				if suffix == p.name {
-					switch field {
-					case "Limit":
-						kong[i].addLimit(vs)
-					case "Remaining":
-						kong[i].addRemaining(vs)
-					}
-				}
+			if len(resets) > 0 {
+				q.Reset, _ = parse(resets[min(i, len(resets)-1)], in)
 			}
+			q.Period, q.Unit = period, unit
+			if strava {
+				q.Period, q.Reset = stravaWindow(i, in.ServerTime())
+			}
+			s.AddQuota(q)
 		}
+		return
 	}
-	if after.hasRst {
-		plain.reset, plain.hasRst = after.reset, true
+	var w window
+	if n, ok := minCount(lim); ok {
+		w.limit, w.hasLimit = n, true
 	}
-	plain.add(s, 0, "")
-	requests.add(s, 0, "")
-	tokens.add(s, 0, "tokens")
-	for i := range kong {
-		kong[i].add(s, kongPeriods[i].period, "")
+	if r, ok := minCount(rem); ok {
+		w.remaining, w.hasRem = r, true
+	} else if u, ok := maxCount(used); ok && w.hasLimit && len(rem) == 0 {
+		w.remaining, w.hasRem = max(w.limit-u, 0), true
+	}
+	for _, v := range resets {
+		w.addReset(parse(v, in))
+	}
+	w.add(s, period, unit)
+}
+
+// stravaWindow returns the period and the reset of Strava's window i (of
+// two): 15 minutes, starting at 0, 15, 30 and 45 minutes past the hour, and
+// a day, starting at midnight UTC.
+func stravaWindow(i int, now time.Time) (period, reset time.Duration) {
+	period = 15 * time.Minute
+	if i == 1 {
+		period = 24 * time.Hour
+	}
+	now = now.UTC()
+	return period, now.Truncate(period).Add(period).Sub(now)
+}
+
+// xKind returns the unit and the window a kind of X-RateLimit field
+// implies: "" for requests, and the period when the kind names it.
+func xKind(kind string) (unit string, period time.Duration) {
+	if kind == "" {
+		return "", 0
+	}
+	last := kind[strings.LastIndexByte(kind, '-')+1:]
+	if p, ok := periodName(last); ok {
+		return "", p
+	}
+	if last == "Requests" || last == "Request" {
+		return "", 0
+	}
+	return strings.ToLower(kind), 0
+}
+
+// periodName parses a window's name: Second, Minute, Hour, Day, Month,
+// Year (Kong), or a count and a unit such as 24hour or 15min.
+func periodName(v string) (time.Duration, bool) {
+	i := 0
+	for i < len(v) && isDigit(v[i]) {
+		i++
+	}
+	n := int64(1)
+	if i > 0 {
+		c, ok := parseCount(v[:i])
+		if !ok || c == 0 || c > 1000 {
+			return 0, false
+		}
+		n = c
+	}
+	var unit time.Duration
+	switch strings.ToLower(v[i:]) {
+	case "second", "sec", "s":
+		unit = time.Second
+	case "minute", "min", "m":
+		unit = time.Minute
+	case "hour", "h":
+		unit = time.Hour
+	case "day", "d":
+		unit = 24 * time.Hour
+	case "month":
+		unit = 30 * 24 * time.Hour
+	case "year":
+		unit = 365 * 24 * time.Hour
+	default:
+		return 0, false
+	}
+	return time.Duration(n) * unit, true
+}
+
+// firstItem returns the first member of a field, or "".
+func firstItem(vs []string) string {
+	var b [2]string
+	if items := fieldItems(b[:0], vs); len(items) > 0 {
+		return items[0]
+	}
+	return ""
+}
+
+// linearDialect recognises Linear's rate limits, which its GraphQL API
+// answers with a 400 whose error has the code RATELIMITED (the
+// X-RateLimit-Requests-* fields are read by the X-RateLimit dialect).
+type linearDialect struct{}
+
+func (linearDialect) String() string { return "linear" }
+
+func (linearDialect) Parse(in *SignalInput, s *Signal) {
+	if in.Status == http.StatusBadRequest && in.has(famXRateLimit) {
+		if v, isString, ok := jsonValue(in.Body, "code"); ok && isString && string(v) == "RATELIMITED" {
+			s.Throttled = true
+		}
 	}
 }
 
@@ -162,12 +366,8 @@ func (githubDialect) Parse(in *SignalInput, s *Signal) {
 	if in.Status != http.StatusForbidden {
 		return
 	}
-	exhausted := false
-	for _, v := range in.Header["X-Ratelimit-Remaining"] {
-		if n, ok := parseCount(v); ok && n == 0 {
-			exhausted = true
-		}
-	}
+	n, ok := minCount(in.Header["X-Ratelimit-Remaining"])
+	exhausted := ok && n == 0
 	secondary := containsFold(in.Body, "exceeded a secondary rate limit")
 	if exhausted || secondary || containsFold(in.Body, "rate limit exceeded") {
 		s.Throttled = true
@@ -186,15 +386,8 @@ func (discordDialect) String() string { return "discord" }
 
 func (discordDialect) Parse(in *SignalInput, s *Signal) {
 	if in.has(famXRateLimit) {
-		for _, v := range in.Header["X-Ratelimit-Global"] {
-			if strings.EqualFold(trimOWS(v), "true") {
-				s.Scope = ScopeGlobal
-			}
-		}
-		for _, v := range in.Header["X-Ratelimit-Scope"] {
-			if strings.EqualFold(trimOWS(v), "global") {
-				s.Scope = ScopeGlobal
-			}
+		if hasItem(in.Header["X-Ratelimit-Global"], "true") || hasItem(in.Header["X-Ratelimit-Scope"], "global") {
+			s.Scope = ScopeGlobal
 		}
 	}
 	if in.Status != http.StatusTooManyRequests || len(in.Body) == 0 {
@@ -232,13 +425,35 @@ func (openAIDialect) Parse(in *SignalInput, s *Signal) {
 
 // anthropicDialect reads anthropic-ratelimit-{requests,tokens,input-tokens,
 // output-tokens}-{limit,remaining,reset}, resets as RFC 3339 timestamps.
+// It also knows the 429s (and 400s) Anthropic sends for what money, not
+// time, cures: a spend limit reached ("You have reached your specified API
+// usage limits"), a credit balance too low, a billing_error, or long
+// context requests that need extra usage bought ("Extra usage is required
+// for long context requests", sent as a rate_limit_error): not retryable,
+// and not a reason to slow down.
 type anthropicDialect struct{}
 
 func (anthropicDialect) String() string { return "anthropic" }
 
 var anthropicKinds = [...]string{"Requests", "Tokens", "Input-Tokens", "Output-Tokens"}
 
+// anthropicBilling are the words, lower case, of Anthropic's rejections
+// that waiting does not cure.
+var anthropicBilling = [...]string{
+	"specified api usage limits", "credit balance is too low", `"billing_error"`,
+	"extra usage is required", "usage credits are required",
+}
+
 func (anthropicDialect) Parse(in *SignalInput, s *Signal) {
+	if len(in.Body) > 0 && (in.Status == http.StatusTooManyRequests || in.Status == http.StatusBadRequest ||
+		in.Status == http.StatusPaymentRequired) {
+		for _, w := range anthropicBilling {
+			if containsFold(in.Body, w) {
+				s.Retryable = false
+				break
+			}
+		}
+	}
 	if !in.has(famAnthropic) {
 		return
 	}
@@ -283,8 +498,11 @@ func (shopifyDialect) Parse(in *SignalInput, s *Signal) {
 	if !in.has(famShopify) {
 		return
 	}
-	var w window
-	for _, v := range in.Header["X-Shopify-Shop-Api-Call-Limit"] {
+	var (
+		w window
+		b [4]string
+	)
+	for _, v := range fieldItems(b[:0], in.Header["X-Shopify-Shop-Api-Call-Limit"]) {
 		used, capacity, ok := strings.Cut(v, "/")
 		if !ok {
 			continue
@@ -304,12 +522,19 @@ func (shopifyDialect) Parse(in *SignalInput, s *Signal) {
 // hubSpotDialect reads X-HubSpot-RateLimit-*: the burst window (-Max,
 // -Remaining over -Interval-Milliseconds), the per-second window
 // (-Secondly, -Secondly-Remaining) and the daily one (-Daily,
-// -Daily-Remaining).
+// -Daily-Remaining); and the policyName of a 429's body
+// ("TEN_SECONDLY_ROLLING", "DAILY") as the signal's Bucket.
 type hubSpotDialect struct{}
 
 func (hubSpotDialect) String() string { return "hubspot" }
 
 func (hubSpotDialect) Parse(in *SignalInput, s *Signal) {
+	if in.Status == http.StatusTooManyRequests && len(in.Body) > 0 && s.Bucket == "" {
+		// {"errorType":"RATE_LIMIT","policyName":"TEN_SECONDLY_ROLLING"}
+		if v, isString, ok := jsonValue(in.Body, "policyName"); ok && isString && len(v) <= 64 {
+			s.Bucket = string(v)
+		}
+	}
 	if !in.has(famHubSpot) {
 		return
 	}
@@ -365,27 +590,123 @@ func (zendeskDialect) Parse(in *SignalInput, s *Signal) {
 }
 
 // stripeDialect reads Stripe-Should-Retry: false, Stripe's word that a
-// request must not be retried. (Stripe's 429s carry no other signal.)
+// request must not be retried, and Stripe-Rate-Limited-Reason, which names
+// the limit a 429 met (global-rate, endpoint-rate, global-concurrency,
+// endpoint-concurrency, resource-specific) and becomes the signal's
+// Bucket. Two 429s are not the account's rate: lock_timeout (another
+// request holds the same object) and resource-specific (too many updates
+// of one object): they are contention on one object, not throttled, so
+// they are retried after a backoff without slowing the key down.
 type stripeDialect struct{}
 
 func (stripeDialect) String() string { return "stripe" }
 
 func (stripeDialect) Parse(in *SignalInput, s *Signal) {
-	if !in.has(famStripe) {
-		return
-	}
-	for _, v := range in.Header["Stripe-Should-Retry"] {
-		if strings.EqualFold(trimOWS(v), "false") {
+	if in.has(famStripe) {
+		if hasItem(in.Header["Stripe-Should-Retry"], "false") {
 			s.Retryable = false
+		}
+		if r := firstItem(in.Header["Stripe-Rate-Limited-Reason"]); r != "" {
+			if s.Bucket == "" {
+				s.Bucket = r
+			}
+			if in.Status == http.StatusTooManyRequests && strings.EqualFold(r, "resource-specific") {
+				s.Throttled = false
+			}
+		}
+	}
+	if in.Status == http.StatusTooManyRequests && len(in.Body) > 0 {
+		if v, isString, ok := jsonValue(in.Body, "code"); ok && isString && string(v) == "lock_timeout" {
+			s.Throttled = false
 		}
 	}
 }
 
-// minCount returns the smallest valid count among the lines of a field.
+// salesforceDialect reads Sforce-Limit-Info, the API requests an org has
+// used of its rolling 24-hour allocation (api-usage=18/5000) and those of
+// one connected app (per-app-api-usage=17/250(appName=sample-app)), and
+// recognises Salesforce's 403 REQUEST_LIMIT_EXCEEDED as a rate limit. It
+// names no wait: a rolling window frees requests as old ones age out.
+type salesforceDialect struct{}
+
+func (salesforceDialect) String() string { return "salesforce" }
+
+func (salesforceDialect) Parse(in *SignalInput, s *Signal) {
+	if in.Status == http.StatusForbidden && containsFold(in.Body, "request_limit_exceeded") {
+		s.Throttled = true
+	}
+	if !in.has(famSalesforce) {
+		return
+	}
+	var b [4]string
+	for _, item := range fieldItems(b[:0], in.Header["Sforce-Limit-Info"]) {
+		name, val, ok := strings.Cut(item, "=")
+		if !ok {
+			continue
+		}
+		if name = trimOWS(name); name != "api-usage" && name != "per-app-api-usage" {
+			continue
+		}
+		if i := strings.IndexByte(val, '('); i >= 0 {
+			val = val[:i]
+		}
+		used, limit, ok := strings.Cut(val, "/")
+		if !ok {
+			continue
+		}
+		u, ok1 := parseCount(used)
+		l, ok2 := parseCount(limit)
+		if ok1 && ok2 && l > 0 {
+			s.AddQuota(Quota{Remaining: max(l-u, 0), Limit: l, Period: 24 * time.Hour})
+		}
+	}
+}
+
+// atlassianDialect reads RateLimit-Reason, which names the limit an
+// Atlassian Cloud 429 met (jira-quota-tenant-based, jira-burst-based,
+// jira-per-issue-on-write, ...), as the signal's Bucket. A per-issue write
+// limit is contention on one issue, not the key's rate: not throttled, so
+// the request is retried after its Retry-After without pausing the key.
+// X-RateLimit-NearLimit (less than a fifth of the quota left) states no
+// figure and is not read; Beta-RateLimit and the X-RateLimit-* fields are
+// read by the IETF and X-RateLimit dialects.
+type atlassianDialect struct{}
+
+func (atlassianDialect) String() string { return "atlassian" }
+
+func (atlassianDialect) Parse(in *SignalInput, s *Signal) {
+	if !in.has(famIETF) {
+		return
+	}
+	r := firstItem(in.Header["Ratelimit-Reason"])
+	if r == "" {
+		return
+	}
+	if s.Bucket == "" {
+		s.Bucket = r
+	}
+	if in.Status == http.StatusTooManyRequests && containsFold([]byte(r), "per-issue") {
+		s.Throttled = false
+	}
+}
+
+// addLines returns the lines of a field gathered so far with vs added,
+// never writing into the header's own slices.
+func addLines(dst, vs []string) []string {
+	if len(dst) == 0 {
+		return vs
+	}
+	return append(dst[:len(dst):len(dst)], vs...)
+}
+
+// minCount returns the smallest valid count among the members of a field.
 func minCount(vs []string) (int64, bool) {
-	var m int64
-	found := false
-	for _, v := range vs {
+	var (
+		m     int64
+		found bool
+		b     [4]string
+	)
+	for _, v := range fieldItems(b[:0], vs) {
 		if n, ok := parseCount(v); ok && (!found || n < m) {
 			m, found = n, true
 		}
@@ -393,11 +714,29 @@ func minCount(vs []string) (int64, bool) {
 	return m, found
 }
 
-// maxReset returns the latest valid reset among the lines of a field.
+// maxCount returns the largest valid count among the members of a field.
+func maxCount(vs []string) (int64, bool) {
+	var (
+		m     int64
+		found bool
+		b     [4]string
+	)
+	for _, v := range fieldItems(b[:0], vs) {
+		if n, ok := parseCount(v); ok && (!found || n > m) {
+			m, found = n, true
+		}
+	}
+	return m, found
+}
+
+// maxReset returns the latest valid reset among the members of a field.
 func maxReset(vs []string, in *SignalInput) (time.Duration, bool) {
-	var m time.Duration
-	found := false
-	for _, v := range vs {
+	var (
+		m     time.Duration
+		found bool
+		b     [4]string
+	)
+	for _, v := range fieldItems(b[:0], vs) {
 		if d, ok := parseReset(v, in); ok && (!found || d > m) {
 			m, found = d, true
 		}
@@ -405,16 +744,30 @@ func maxReset(vs []string, in *SignalInput) (time.Duration, bool) {
 	return m, found
 }
 
-// maxOf returns the longest valid duration among the lines of a field.
+// maxOf returns the longest valid duration among the members of a field.
 func maxOf(vs []string, parse func(string) (time.Duration, bool)) (time.Duration, bool) {
-	var m time.Duration
-	found := false
-	for _, v := range vs {
+	var (
+		m     time.Duration
+		found bool
+		b     [4]string
+	)
+	for _, v := range fieldItems(b[:0], vs) {
 		if d, ok := parse(v); ok && (!found || d > m) {
 			m, found = d, true
 		}
 	}
 	return m, found
+}
+
+// hasItem reports whether a member of a field equals want, ignoring case.
+func hasItem(vs []string, want string) bool {
+	var b [4]string
+	for _, v := range fieldItems(b[:0], vs) {
+		if strings.EqualFold(v, want) {
+			return true
+		}
+	}
+	return false
 }
 
 // parseSeconds parses a non-negative decimal number of seconds.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -260,4 +261,28 @@ func TestReplayReadErrorClosesBody(t *testing.T) {
 	assert.ErrorIs(t, err, boom)
 	assert.True(t, strings.HasPrefix(err.Error(), "headway: "))
 	assert.Equal(t, int64(1), body.closes.Load())
+}
+
+// A queued request holds its body unread: it is buffered for replay only
+// when the request leaves (issue 9, item 4).
+func TestAQueuedRequestDoesNotBufferItsBody(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := &adaptRT{script: func(int, *http.Request) (int, http.Header) { return 200, nil }}
+		tr := New(rt, WithLimit(PerSecond(1)))
+		get(t, tr, "http://api.test/first")
+		req, body := newUnknownLenReq(t, strings.Repeat("x", 1000))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			resp, err := tr.RoundTrip(req)
+			if assert.NoError(t, err) {
+				drain(resp)
+			}
+		}()
+		synctest.Wait()
+		assert.Zero(t, body.reads.Load(), "the queued request's body was read")
+		<-done
+		assert.NotZero(t, body.reads.Load())
+		assert.EqualValues(t, 1, body.closes.Load())
+	})
 }

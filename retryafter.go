@@ -16,7 +16,8 @@ func readRetryAfter(in *SignalInput, s *Signal) {
 	if !in.has(famRetryAfter) {
 		return
 	}
-	for _, v := range in.Header["Retry-After"] {
+	var buf [4]string
+	for _, v := range fieldItems(buf[:0], in.Header["Retry-After"]) {
 		if d, ok := parseRetryAfter(v, in); ok {
 			s.AddRetryAfter(d)
 		}
@@ -149,7 +150,9 @@ func parseCount(v string) (int64, bool) {
 // parseReset parses a reset time as vendors send it and returns the time
 // from receipt until it: a number of seconds, an epoch in seconds (possibly
 // with a fraction) or in milliseconds, told apart by their magnitude next to
-// the server's clock; an RFC 3339 timestamp; or an HTTP-date.
+// the server's clock; a Go duration as OpenAI sends it ("6m0s", "547ms");
+// an RFC 3339 timestamp, or one without seconds as Atlassian sends it
+// ("2026-03-10T12:01Z"); or an HTTP-date.
 func parseReset(v string, in *SignalInput) (time.Duration, bool) {
 	v = trimOWS(v)
 	if v == "" {
@@ -158,8 +161,18 @@ func parseReset(v string, in *SignalInput) (time.Duration, bool) {
 	if n, frac, ok := parseNumber(v); ok {
 		return resetFromNumber(n, frac, in)
 	}
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return untilTime(t, in.ServerTime()), true
+	if isDigit(v[0]) && (len(v) < 10 || v[len(v)-1] == 's') {
+		// Too short for a date, or ending in a unit: a Go duration, if
+		// anything. ParseDuration rejects overflow; no sign can be here.
+		if d, err := time.ParseDuration(v); err == nil {
+			return d, true
+		}
+		return 0, false
+	}
+	for _, layout := range [...]string{time.RFC3339Nano, "2006-01-02T15:04Z07:00"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return untilTime(t, in.ServerTime()), true
+		}
 	}
 	if t, ok := parseHTTPDate(v); ok {
 		return untilTime(t, in.ServerTime()), true
@@ -169,8 +182,10 @@ func parseReset(v string, in *SignalInput) (time.Duration, bool) {
 
 // resetFromNumber tells a delta in seconds from an epoch in seconds or
 // milliseconds. Relative to the server's clock S (in seconds, about 1.8e9 in
-// 2026): below S/2 it is a delta (no window lasts decades), below 30·S epoch
-// seconds, below 30000·S epoch milliseconds; beyond, nonsense.
+// 2026): below S/2 it is a delta (no window lasts decades), below 500·S
+// epoch seconds (a date in the future, however far: a reset far beyond any
+// cap is still a reset), below 30000·S epoch milliseconds (from a quarter of
+// S ago on); beyond, nonsense.
 func resetFromNumber(n uint64, frac uint32, in *SignalInput) (time.Duration, bool) {
 	const surelyDelta = 100_000_000 // three years: a delta whatever the clock says
 	if n < surelyDelta {
@@ -181,7 +196,7 @@ func resetFromNumber(n uint64, frac uint32, in *SignalInput) (time.Duration, boo
 	switch {
 	case n < s/2:
 		return toDuration(n, frac, time.Second), true
-	case n < 30*s:
+	case n < 500*s:
 		return untilTime(time.Unix(int64(n), int64(frac)), now), true
 	case n < 30000*s:
 		return untilTime(time.Unix(int64(n/1000), int64(n%1000)*1e6+int64(frac/1000)), now), true
@@ -189,22 +204,46 @@ func resetFromNumber(n uint64, frac uint32, in *SignalInput) (time.Duration, boo
 	return 0, false
 }
 
-// parseGoDuration parses a Go-style duration as OpenAI sends resets ("6m0s",
-// "547ms", "1.5s"), and falls back to a bare number of seconds. Signs are
-// invalid.
-func parseGoDuration(v string) (time.Duration, bool) {
-	v = trimOWS(v)
-	if v == "" || !isDigit(v[0]) {
-		return 0, false
+// fieldItems appends to dst the members of a field sent on the lines vs:
+// each line split at its commas, since a proxy may fold the lines of a
+// field into one, comma-joined (RFC 9110 5.3), the comma of an HTTP-date
+// ("Tue, 10 Mar 2026 12:00:00 GMT") kept. Members are trimmed; empty ones
+// are dropped.
+func fieldItems(dst []string, vs []string) []string {
+	for _, v := range vs {
+		for {
+			i := strings.IndexByte(v, ',')
+			if i >= 0 && isWord(trimOWS(v[:i])) {
+				// A day name: the date goes on to the next comma.
+				if j := strings.IndexByte(v[i+1:], ','); j >= 0 {
+					i += 1 + j
+				} else {
+					i = -1
+				}
+			}
+			if i < 0 {
+				if item := trimOWS(v); item != "" {
+					dst = append(dst, item)
+				}
+				break
+			}
+			if item := trimOWS(v[:i]); item != "" {
+				dst = append(dst, item)
+			}
+			v = v[i+1:]
+		}
 	}
-	if d, err := time.ParseDuration(v); err == nil {
-		return d, true // ParseDuration rejects overflow; no sign can be left here
+	return dst
+}
+
+// isWord reports whether v is a non-empty run of ASCII letters.
+func isWord(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i] | 0x20; c < 'a' || c > 'z' {
+			return false
+		}
 	}
-	n, frac, ok := parseNumber(v)
-	if !ok {
-		return 0, false
-	}
-	return toDuration(n, frac, time.Second), true
+	return v != ""
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }

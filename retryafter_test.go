@@ -25,7 +25,7 @@ func TestRetryAfterShapes(t *testing.T) {
 		{name: "trailing dot", status: 429, headers: [][2]string{{"Retry-After", "5."}}, want: noWait},
 		{name: "hex", status: 429, headers: [][2]string{{"Retry-After", "0x10"}}, want: noWait},
 		{name: "infinity", status: 429, headers: [][2]string{{"Retry-After", "Inf"}}, want: noWait},
-		{name: "two values joined by a proxy", status: 429, headers: [][2]string{{"Retry-After", "10, 20"}}, want: noWait},
+		{name: "two values joined by a proxy: the larger", status: 429, headers: [][2]string{{"Retry-After", "10, 20"}}, want: thr(20 * time.Second)},
 		{name: "whitespace trimmed", status: 429, headers: [][2]string{{"Retry-After", " \t30 "}}, want: thr(30 * time.Second)},
 		{name: "zero", status: 429, headers: [][2]string{{"Retry-After", "0"}}, want: thr(0)},
 		{name: "valid line beats garbage line", status: 429, headers: [][2]string{{"Retry-After", "soon"}, {"Retry-After", "4"}}, want: thr(4 * time.Second)},

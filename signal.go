@@ -17,8 +17,13 @@ import (
 type Signal struct {
 	// Throttled reports that the response rejected the request because of a
 	// rate limit or an overload: every 429, 503 and 529, and a 403 that a dialect
-	// recognises as a rate limit (GitHub). A 200 that spends the last of a
-	// quota is not throttled, though it may carry a Wait.
+	// recognises as a rate limit (GitHub, Salesforce, Google), and Linear's
+	// 400 RATELIMITED. A 429 that a
+	// dialect recognises as contention on one object rather than the key's
+	// rate (Stripe's lock_timeout, Atlassian's per-issue write limit) is not
+	// throttled: it is retried as any 429 is, without slowing the key down.
+	// A 200 that spends the last of a quota is not throttled, though it may
+	// carry a Wait.
 	Throttled bool
 
 	// Retryable is false when the rejection is not one that passes with time,
@@ -46,12 +51,13 @@ type Signal struct {
 	// signal.
 	RetryAfter bool
 
-	// TooLong reports that the stated delay (RetryAfter) exceeds the parser's
-	// MaxWait: the client should not sleep on it but hand the response back
-	// at once. Wait still holds the stated delay, saturated rather than
-	// overflowed. A wait derived from a quota's reset (GitHub's hourly
-	// window, say) never sets TooLong: it is the provider's window, not a
-	// suspect number; whether to sleep that long is the caller's choice.
+	// TooLong reports that the wait is too long to sleep on: the client
+	// should hand the response back at once. A stated delay (RetryAfter) is
+	// too long beyond the parser's MaxWait. A wait a throttled response
+	// derives from a quota's reset is the provider's window, not a suspect
+	// number, and is too long only beyond both MaxWait and an hour: GitHub's
+	// hourly window is slept through, a spent daily quota is not. Wait
+	// still holds the delay, saturated rather than overflowed.
 	TooLong bool
 
 	// Remaining is the number of requests left in the tightest window the
@@ -200,7 +206,8 @@ type SignalInput struct {
 
 // ServerTime returns the server's clock at receipt against which absolute
 // times in the response (HTTP dates, epoch resets) are measured: ServerNow if
-// set, else the response's Date header, else Now.
+// set, else the response's Date header if it is within 30 days of Now (a
+// Date further off is taken as broken), else Now.
 func (in *SignalInput) ServerTime() time.Time {
 	if in.srvDone {
 		return in.srv
@@ -213,12 +220,28 @@ func (in *SignalInput) serverTime() time.Time {
 	if !in.ServerNow.IsZero() {
 		return in.ServerNow
 	}
+	now := in.now()
 	if v := in.Header["Date"]; len(v) > 0 {
-		if t, ok := parseHTTPDate(v[0]); ok {
+		if t, ok := parseHTTPDate(v[0]); ok && saneDate(t, now) {
 			return t
 		}
 	}
-	return in.now()
+	return now
+}
+
+// maxDateSkew is how far a response's Date may be from the local clock and
+// still be taken for the server's clock: further off, it is broken (a Date
+// of 1970 or 9999), and absolute times are measured against the local
+// clock instead. A server whose clock is wrong by hours or days usually
+// writes its absolute resets by the same clock, so they are measured
+// against its Date as long as it is within a month.
+const maxDateSkew = 30 * 24 * time.Hour
+
+// saneDate reports whether date, a response's Date, is within maxDateSkew
+// of now.
+func saneDate(date, now time.Time) bool {
+	d := date.Sub(now)
+	return d <= maxDateSkew && d >= -maxDateSkew
 }
 
 func (in *SignalInput) now() time.Time {
@@ -261,13 +284,19 @@ var builtinDialects = []Dialect{
 	hubSpotDialect{},
 	zendeskDialect{},
 	stripeDialect{},
+	googleDialect{},
+	salesforceDialect{},
+	atlassianDialect{},
+	linearDialect{},
 }
 
 // DefaultDialects returns a new slice of the built-in dialects, in the order
 // ParseSignal runs them: IETF RateLimit (drafts -06 to -11), X-RateLimit-*
-// (GitHub, Discord, Reddit, OpenAI, Kong, Okta, Twitter/X, Atlassian),
-// GitHub's 403, Discord's body, OpenAI's billing errors, Anthropic, Shopify,
-// HubSpot, Zendesk and Stripe. Append your own to add a vendor. Each built-in
+// (GitHub, Discord, Reddit, OpenAI, Kong, Okta, Twitter/X, Atlassian,
+// Linear, RapidAPI, Strava), GitHub's 403, Discord's body, OpenAI's billing
+// errors, Anthropic, Shopify, HubSpot, Zendesk, Stripe, Google APIs
+// (Gemini's RetryInfo), Salesforce, Atlassian's RateLimit-Reason and
+// Linear's 400 RATELIMITED. Append your own to add a vendor. Each built-in
 // dialect prints its name with fmt.
 func DefaultDialects() []Dialect {
 	return append([]Dialect(nil), builtinDialects...)
@@ -373,8 +402,17 @@ func sanitize(s *Signal, maxWait time.Duration) {
 	if s.Remaining < 0 || !s.HasRemaining {
 		s.Remaining, s.HasRemaining = 0, false
 	}
-	s.TooLong = s.RetryAfter && s.Wait > maxWait
+	if s.RetryAfter {
+		s.TooLong = s.Wait > maxWait
+	} else {
+		s.TooLong = s.HasWait && s.Throttled && s.Wait > max(maxWait, maxWindowWait)
+	}
 }
+
+// maxWindowWait is the longest wait derived from a quota's reset that a
+// throttled response may ask a client to sleep on, unless MaxWait is longer:
+// an hour, the longest window commonly slept through (GitHub's).
+const maxWindowWait = time.Hour
 
 // isStale reports a response served from a cache: Age greater than zero.
 func isStale(h http.Header) bool {
@@ -398,7 +436,8 @@ const (
 	famShopify                         // X-Shopify-Shop-Api-Call-Limit
 	famHubSpot                         // X-HubSpot-RateLimit-*
 	famZendesk                         // Zendesk-RateLimit-*
-	famStripe                          // Stripe-Should-Retry
+	famStripe                          // Stripe-Should-Retry, Stripe-Rate-Limited-Reason
+	famSalesforce                      // Sforce-Limit-Info
 	famNonCanonical                    // one of the above with a non-canonical key
 )
 
@@ -428,7 +467,9 @@ func scanHeader(h http.Header) family {
 				continue
 			}
 			switch {
-			case hasPrefixFold(k, "x-ratelimit") || hasPrefixFold(k, "x-rate-limit"):
+			case hasPrefixFold(k, "x-ratelimit") || hasPrefixFold(k, "x-rate-limit") ||
+				hasPrefixFold(k, "x-app-limit-") || hasPrefixFold(k, "x-user-limit-") ||
+				hasPrefixFold(k, "x-readratelimit-"):
 				f = famXRateLimit
 			case eqFold(k, "x-ms-retry-after-ms"):
 				f = famRetryAfter
@@ -453,8 +494,11 @@ func scanHeader(h http.Header) family {
 				f = famZendesk
 			}
 		case 's':
-			if eqFold(k, "stripe-should-retry") {
+			switch {
+			case eqFold(k, "stripe-should-retry") || eqFold(k, "stripe-rate-limited-reason"):
 				f = famStripe
+			case eqFold(k, "sforce-limit-info"):
+				f = famSalesforce
 			}
 		}
 		if f != 0 {

@@ -41,10 +41,9 @@ func FuzzParseReset(f *testing.F) {
 	f.Fuzz(func(t *testing.T, v, date string) {
 		in := &SignalInput{Header: http.Header{"Date": {date}}, Now: caseNow}
 		for name, parse := range map[string]func(string) (time.Duration, bool){
-			"parseReset":      func(v string) (time.Duration, bool) { return parseReset(v, in) },
-			"parseGoDuration": parseGoDuration,
-			"parseSeconds":    parseSeconds,
-			"parseMillis":     parseMillis,
+			"parseReset":   func(v string) (time.Duration, bool) { return parseReset(v, in) },
+			"parseSeconds": parseSeconds,
+			"parseMillis":  parseMillis,
 		} {
 			if d, ok := parse(v); d < 0 || (!ok && d != 0) {
 				t.Fatalf("%s(%q) = %v, %v", name, v, d, ok)
@@ -62,6 +61,8 @@ func FuzzIETF(f *testing.F) {
 	f.Add(`10;w=1`, `limit=10, remaining=0, reset=10`, "10, 10;w=1")
 	f.Add(``, `"default";R=5;t=30`, "-1")
 	f.Add(`default;q=5`, `default;r=0;t=999999999999999,`, "x")
+	f.Add(`"peruser";q=100;w=60;pk=:cHsdsRa894==:`, `"peruser";r=40;t=10;pk=:cHsdsRa894==:`, "3, 2")
+	f.Add(`10;w=1`, `"a";r=1;pk=x`, "10, 10;w=1, 1000;w=3600")
 	f.Fuzz(func(t *testing.T, policy, limit, limitField string) {
 		h := http.Header{
 			"Date":                {fuzzDate},
@@ -85,6 +86,9 @@ var vendorFields = []string{
 	"X-Ratelimit-Limit-Minute", "X-Ratelimit-Remaining-Minute", "Anthropic-Ratelimit-Requests-Remaining",
 	"Anthropic-Ratelimit-Requests-Reset", "X-Shopify-Shop-Api-Call-Limit", "X-Hubspot-Ratelimit-Remaining",
 	"X-Hubspot-Ratelimit-Interval-Milliseconds", "Zendesk-Ratelimit-Tickets-Index", "Stripe-Should-Retry",
+	"X-Ratelimit-Requests-Remaining", "X-Ratelimit-Requests-Reset", "X-Ratelimit-Limit", "X-Ratelimit-Usage",
+	"X-App-Limit-24hour-Remaining", "X-App-Limit-24hour-Reset", "X-Readratelimit-Usage", "X-Ratelimit-Complexity-Remaining",
+	"Sforce-Limit-Info", "Stripe-Rate-Limited-Reason", "Ratelimit-Reason", "Ratelimit-Remaining", "Ratelimit-Reset",
 }
 
 func FuzzVendor(f *testing.F) {
@@ -93,6 +97,11 @@ func FuzzVendor(f *testing.F) {
 	f.Add(uint16(429), "599.0", "2026-03-10T12:00:30Z", `{"retry_after":64.57,"global":true}`)
 	f.Add(uint16(200), "32/40", "total=100; remaining=99; resets=41", "")
 	f.Add(uint16(429), "true", "1773144030000", `{"retry_after":`)
+	f.Add(uint16(429), "7, 0", "20, 1800", `{"error":{"status":"RESOURCE_EXHAUSTED","details":[{"quotaId":"GenerateRequestsPerMinutePerProjectPerModel","quotaValue":"15"},{"retryDelay":"1.5s"}]}}`)
+	f.Add(uint16(403), "api-usage=18/5000, per-app-api-usage=17/250(appName=x)", "200,2000", `[{"errorCode":"REQUEST_LIMIT_EXCEEDED"}]`)
+	f.Add(uint16(429), "resource-specific", "2026-03-10T12:01Z", `{"error":{"code":"lock_timeout"}}`)
+	f.Add(uint16(400), "0", "Tue, 10 Mar 2026 12:00:30 GMT, Tue, 10 Mar 2026 12:00:45 GMT", `{"errors":[{"extensions":{"code":"RATELIMITED"}}]}`)
+	f.Add(uint16(429), "jira-per-issue-on-write", "6m0s", `{"type":"error","error":{"type":"rate_limit_error","message":"Extra usage is required"}}`)
 	f.Fuzz(func(t *testing.T, status uint16, a, b, body string) {
 		h := http.Header{"Date": {fuzzDate}}
 		for i, k := range vendorFields {
@@ -104,6 +113,28 @@ func FuzzVendor(f *testing.F) {
 		}
 		in := &SignalInput{Status: int(status), Header: h, Body: []byte(body), Now: caseNow}
 		checkFuzzed(t, ParseSignal(in))
+	})
+}
+
+func FuzzFieldItems(f *testing.F) {
+	for _, v := range []string{"10, 20", "Tue, 10 Mar 2026 12:00:30 GMT, Tue, 10 Mar 2026 12:00:45 GMT", ",,", "Tue,", " a , b ,",
+		"Monday, 09-Mar-26 12:00:00 GMT", "api-usage=18/5000, per-app-api-usage=17/250(appName=a,b)"} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		for _, item := range fieldItems(nil, []string{v, v}) {
+			if item == "" || item != trimOWS(item) || !strings.Contains(v, item) {
+				t.Fatalf("fieldItems(%q): bad member %q", v, item)
+			}
+		}
+		if d, ok := parseProtoDuration(v); d < 0 || (!ok && d != 0) {
+			t.Fatalf("parseProtoDuration(%q) = %v, %v", v, d, ok)
+		}
+		if d, ok := periodName(v); d < 0 || (!ok && d != 0) {
+			t.Fatalf("periodName(%q) = %v, %v", v, d, ok)
+		}
+		_, _ = splitXName(v)
+		_, _ = xKind(v)
 	})
 }
 

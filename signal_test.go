@@ -131,8 +131,8 @@ func checkInvariants(t testing.TB, s Signal) {
 	if !s.HasWait && (s.Wait != 0 || s.RetryAfter || s.TooLong) {
 		t.Fatalf("wait set without HasWait: %+v", s)
 	}
-	if s.TooLong && (!s.RetryAfter || s.Wait <= 0) {
-		t.Fatalf("TooLong without a long stated delay: %+v", s)
+	if s.TooLong && (!s.HasWait || s.Wait <= 0 || !s.RetryAfter && !s.Throttled) {
+		t.Fatalf("TooLong without a long delay: %+v", s)
 	}
 	if !s.HasRemaining && s.Remaining != 0 {
 		t.Fatalf("Remaining without HasRemaining: %+v", s)

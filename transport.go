@@ -118,16 +118,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	o := t.obs
 	var (
-		r    *retrier       // the retries; made up front only for a body
+		r    *retrier       // the retries; made when the first attempt leaves, for a body
 		last *http.Response // the last response, kept while its retry waits
 	)
-	if req.Body != nil && req.Body != http.NoBody && t.retry.maxAttempts > 1 {
-		var err error
-		if r, err = t.retry.newRetrier(req, nil, time.Now()); err != nil {
-			return nil, err // the body is closed
-		}
-		defer r.close()
-	}
+	// A body that may be sent again is read into memory only once its
+	// request may leave: a queued request holds no more than it was given.
+	replay := req.Body != nil && req.Body != http.NoBody && t.retry.maxAttempts > 1
 	for attempt := 1; ; attempt++ {
 		var asked time.Time
 		if o != nil {
@@ -157,6 +153,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if attempt == 1 {
 			k.countRequest(dep.at) // the budget's epoch is t's
+			if replay {
+				if r, err = t.retry.newRetrier(req, nil, time.Now()); err != nil {
+					done(outcomeExcluded)
+					k.release()
+					k.seen()
+					return nil, err // the body is closed
+				}
+				defer r.close()
+			}
 		}
 		out := req
 		if r != nil {
@@ -164,6 +169,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				done(outcomeExcluded)
 				k.settle(dep, hostUnknown)
 				k.release()
+				k.seen()
 				if last != nil {
 					return last, nil
 				}
@@ -192,9 +198,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			k.release()
 		} else {
 			sig, hv = t.observe(ctx, k, dep, resp)
+			if o != nil && sig.HasWait && sig.Wait > t.cfg.maxRetryAfter {
+				o.capped(ctx, req, key, resp.StatusCode, sig.Wait, t.cfg.maxRetryAfter)
+			}
 			t.pauseShared(ctx, key, &sig)
 			t.learnShared(ctx, key, k, &sig)
 		}
+		k.seen()
 		if err == nil {
 			if !sig.Throttled && resp.StatusCode < 400 && t.retry.check == nil {
 				return t.track(k, resp), nil // the common case: nothing to retry
@@ -202,7 +212,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if sig.Throttled {
 				t.stats.throttled.Add(1)
 				if o != nil {
-					o.throttled(ctx, req, key, attempt, resp, &sig)
+					o.throttled(ctx, req, key, attempt, resp, &sig, t.cfg.maxRetryAfter)
 				}
 			}
 		}
@@ -254,6 +264,7 @@ var noDone = func(outcome) {}
 // queue for a slot. done must be called with the outcome of the request,
 // which is sent at once.
 func (t *Transport) admit(ctx context.Context, key string, req *http.Request, cost int64, front bool) (*keyState, departure, func(outcome), error) {
+	queued := time.Now()
 	for {
 		k := t.keys.get(key, t, req)
 		done := noDone
@@ -280,15 +291,17 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			if done, coe = k.br.allowHold(time.Now()); coe != nil {
 				k.settle(dep, hostUnknown)
 				k.release()
+				k.seen()
 				k.hold(t.pacerTime(coe.RetryAt))
 				front = true
 				continue
 			}
 		}
-		if err := t.reserveShared(ctx, key, k, cost); err != nil {
+		if err := t.reserveShared(ctx, key, k, cost, queued); err != nil {
 			done(outcomeExcluded)
 			k.settle(dep, hostUnknown)
 			k.release()
+			k.seen()
 			return nil, departure{}, nil, err
 		}
 		if k.br != nil && !k.br.hold {
@@ -348,7 +361,7 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, res
 	}
 	now := t.now()
 	if v := resp.Header["Date"]; len(v) > 0 {
-		if date, err := http.ParseTime(v[0]); err == nil {
+		if date, err := http.ParseTime(v[0]); err == nil && saneDate(date, t.wall(now)) {
 			k.host.observeDate(date, t.wall(dep.at), t.wall(now))
 		}
 	}
@@ -402,7 +415,10 @@ func (t *Transport) newKey(key string, req *http.Request) *keyState {
 		k.br = newBreaker(key, s)
 		k.br.hold = s.Hold
 	}
-	k.probing.Store(len(lims) == 0)
+	// Until the first answer, one request finds out what the server allows:
+	// a configured limit is what its documentation says, and a server's
+	// burst may be smaller.
+	k.probing.Store(true)
 	if len(lims) == 0 {
 		k.model.track() // its pace will come from what the server says
 	}

@@ -26,8 +26,10 @@ const (
 	LeakyBucket
 
 	// FixedWindow admits Limit requests in each window [k·Window, (k+1)·Window)
-	// of Unix time, so windows of a second start on whole seconds. A client
-	// can get 2·Limit requests through in one Window across a boundary.
+	// of Unix time on the server's clock (ClockSkew included, as a real
+	// server counts on its own clock), so windows of a second start on the
+	// server's whole seconds. A client can get 2·Limit requests through in
+	// one Window across a boundary.
 	FixedWindow
 
 	// SlidingWindow admits a request at t if fewer than Limit requests were
@@ -95,9 +97,24 @@ type Config struct {
 
 	// ClockSkew is added to the server's clock wherever it is shown to the
 	// client: the Date header of every response, HTTP dates and epoch
-	// timestamps in rate-limit headers. The limiter itself runs on Now.
-	// A positive skew makes the server's clock run ahead of the client's.
+	// timestamps in rate-limit headers, and the boundaries of FixedWindow.
+	// The other limiters measure only spans of Now. A positive skew makes
+	// the server's clock run ahead of the client's.
 	ClockSkew time.Duration
+
+	// StatedLimit and StatedWindow are the policy the Dialect publishes
+	// (State.Limit and State.Window), when the server states another limit
+	// than the one it enforces: "600 per minute" over a bucket that holds
+	// 20. Zero means Limit and Window.
+	StatedLimit  int
+	StatedWindow time.Duration
+
+	// Global is a second limit, counted over all the requests of a token
+	// (GlobalKey) whatever their key: Discord's global rate limit over its
+	// per-route buckets. A request must pass both; one the global limit
+	// rejects spends nothing of its key's and is answered with
+	// State.Global set. The zero value adds none.
+	Global GlobalLimit
 
 	// Key maps a request to the key whose limit it counts against. Nil means
 	// one limit for all requests. See KeyByHeader and KeyByRemoteIP.
@@ -123,6 +140,19 @@ type Config struct {
 
 	// Faults adds failures to the responses. The zero value adds none.
 	Faults Faults
+}
+
+// GlobalLimit is a limit shared by every key of a token; see Config.Global.
+type GlobalLimit struct {
+	// Algorithm, Limit, Window and Burst are as in Config. Limit zero or
+	// negative means no global limit.
+	Algorithm Algorithm
+	Limit     int
+	Window    time.Duration
+	Burst     int
+	// Key maps a request to its token. Nil means one global limit for all
+	// requests.
+	Key func(*http.Request) string
 }
 
 // Faults describes failures a Server injects, for testing retries, breakers
@@ -175,6 +205,20 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.Burst <= 0 {
 		cfg.Burst = 1
+	}
+	if cfg.StatedLimit <= 0 {
+		cfg.StatedLimit = cfg.Limit
+	}
+	if cfg.StatedWindow <= 0 {
+		cfg.StatedWindow = cfg.Window
+	}
+	if g := &cfg.Global; g.Limit > 0 {
+		if g.Window <= 0 {
+			g.Window = time.Second
+		}
+		if g.Burst <= 0 {
+			g.Burst = 1
+		}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

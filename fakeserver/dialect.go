@@ -48,6 +48,10 @@ type State struct {
 	// Now is the server's clock, ClockSkew included: the time to measure
 	// absolute timestamps against, and the time in the Date header.
 	Now time.Time
+	// Global reports that the request was rejected by the global limit
+	// (Config.Global), not its key's: the other fields describe the global
+	// limit.
+	Global bool
 }
 
 // Used returns the part of the capacity in use: Capacity - Remaining.
@@ -112,7 +116,8 @@ func (RetryAfterDate) Reject(h http.Header, s State) Rejection {
 // DialectNames lists the names DialectByName accepts.
 var DialectNames = []string{
 	"bare", "retry-after", "retry-after-date", "ietf", "ietf-06",
-	"github", "github-secondary", "openai", "shopify", "discord",
+	"github", "github-secondary", "openai", "anthropic", "shopify", "discord",
+	"gemini", "salesforce", "atlassian", "hubspot", "azure-openai",
 }
 
 // DialectByName returns the dialect with one of the names in DialectNames,
@@ -135,10 +140,22 @@ func DialectByName(name string) (Dialect, error) {
 		return GitHub{Secondary: true}, nil
 	case "openai":
 		return OpenAI{}, nil
+	case "anthropic":
+		return Anthropic{}, nil
 	case "shopify":
 		return Shopify{}, nil
 	case "discord":
 		return Discord{}, nil
+	case "gemini":
+		return Gemini{}, nil
+	case "salesforce":
+		return Salesforce{}, nil
+	case "atlassian":
+		return Atlassian{}, nil
+	case "hubspot":
+		return HubSpot{}, nil
+	case "azure-openai":
+		return AzureOpenAI{}, nil
 	}
 	return nil, fmt.Errorf("fakeserver: unknown dialect %q (want one of %s)", name, strings.Join(DialectNames, ", "))
 }

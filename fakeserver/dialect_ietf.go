@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // IETF is the dialect of draft-ietf-httpapi-ratelimit-headers-11: every
@@ -41,18 +42,46 @@ func (IETF) Reject(h http.Header, s State) Rejection {
 //
 // where Limit is the capacity (Burst for the buckets), Remaining the quota
 // left and Reset the seconds until it is restored in full, rounded up. A
-// rejection is a 429 with Retry-After in whole seconds, rounded up.
-type IETF06 struct{}
-
-// Header adds RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset.
-func (IETF06) Header(h http.Header, s State) {
-	h.Set("RateLimit-Limit", strconv.Itoa(s.Capacity))
-	h.Set("RateLimit-Remaining", strconv.Itoa(s.Remaining))
-	h.Set("RateLimit-Reset", strconv.FormatInt(ceilSeconds(s.ResetAfter), 10))
+// rejection is a 429 with Retry-After in whole seconds, rounded up. The
+// fields vary it the ways servers do.
+type IETF06 struct {
+	// EpochReset sends Reset as the Unix time, in whole seconds on the
+	// server's clock and rounded up, of the full quota (GitLab's shape).
+	EpochReset bool
+	// NoLimit leaves RateLimit-Limit out.
+	NoLimit bool
+	// NoRetryAfter rejects with a bare 429: the client has only Remaining
+	// and Reset to go by.
+	NoRetryAfter bool
 }
 
-// Reject returns a 429 with Retry-After in seconds.
-func (IETF06) Reject(h http.Header, s State) Rejection {
+// Header adds RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset.
+func (d IETF06) Header(h http.Header, s State) {
+	if !d.NoLimit {
+		h.Set("RateLimit-Limit", strconv.Itoa(s.Capacity))
+	}
+	h.Set("RateLimit-Remaining", strconv.Itoa(s.Remaining))
+	if d.EpochReset {
+		h.Set("RateLimit-Reset", strconv.FormatInt(ceilTime(s.Now.Add(s.ResetAfter)).Unix(), 10))
+	} else {
+		h.Set("RateLimit-Reset", strconv.FormatInt(ceilSeconds(s.ResetAfter), 10))
+	}
+}
+
+// Reject returns a 429 with Retry-After in seconds, or a bare one with
+// NoRetryAfter.
+func (d IETF06) Reject(h http.Header, s State) Rejection {
+	if d.NoRetryAfter {
+		// The client learns the wait from the reset, rounded as it is sent.
+		wait := time.Duration(ceilSeconds(s.ResetAfter)) * time.Second
+		if d.EpochReset {
+			wait = ceilTime(s.Now.Add(s.ResetAfter)).Sub(s.Now)
+		}
+		if s.Remaining > 0 || s.NextAfter < s.ResetAfter {
+			wait = s.RetryAfter // a bucket: one request comes back sooner
+		}
+		return jsonRejection(h, http.StatusTooManyRequests, `{"error":"too many requests"}`, wait)
+	}
 	return RetryAfterSeconds{}.Reject(h, s)
 }
 

@@ -119,11 +119,11 @@ func TestDialectGitHub(t *testing.T) {
 		})
 	assert.Equal(t, int64(1), s.Stats().Early)
 
-	// With a server clock 30s ahead, reset is 30s later in epoch terms, but
-	// the same distance from Date.
+	// With a server clock 30s ahead, the hour still ends at 13:00 on the
+	// server's clock, where it counts its windows: 30 s sooner on ours.
 	runExchanges(t, Config{Algorithm: FixedWindow, Limit: 1, Window: time.Hour, Dialect: GitHub{Resource: "search"}, ClockSkew: 30 * time.Second},
 		15*time.Minute, []exchange{
-			{0, 200, h("X-Ratelimit-Reset", "1773147630", "Date", "Tue, 10 Mar 2026 12:15:30 GMT", "X-Ratelimit-Resource", "search"), ""},
+			{0, 200, h("X-Ratelimit-Reset", "1773147600", "Date", "Tue, 10 Mar 2026 12:15:30 GMT", "X-Ratelimit-Resource", "search"), ""},
 		})
 
 	runExchanges(t, Config{Limit: 1, Window: 2 * time.Second, Dialect: GitHub{Secondary: true}},

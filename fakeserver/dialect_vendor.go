@@ -92,8 +92,13 @@ func (OpenAI) Reject(h http.Header, s State) Rejection {
 //
 // the bucket's level after this request over its capacity. It never states
 // the leak rate. A rejection is a 429 with Retry-After in decimal seconds
-// ("2.0"), rounded up to a tenth.
-type Shopify struct{}
+// ("2.0"), rounded up to a tenth, or to Round.
+type Shopify struct {
+	// Round is the unit Retry-After is rounded up to. Zero means a tenth
+	// of a second; a second gives the "1.0" Shopify sends for a wait of a
+	// tenth.
+	Round time.Duration
+}
 
 // Header adds X-Shopify-Shop-Api-Call-Limit.
 func (Shopify) Header(h http.Header, s State) {
@@ -101,8 +106,12 @@ func (Shopify) Header(h http.Header, s State) {
 }
 
 // Reject returns a 429 with a decimal Retry-After.
-func (Shopify) Reject(h http.Header, s State) Rejection {
-	wait := ceilTo(s.RetryAfter, 100*time.Millisecond)
+func (d Shopify) Reject(h http.Header, s State) Rejection {
+	unit := d.Round
+	if unit <= 0 {
+		unit = 100 * time.Millisecond
+	}
+	wait := ceilTo(s.RetryAfter, unit)
 	h.Set("Retry-After", strconv.FormatFloat(wait.Seconds(), 'f', 1, 64))
 	perSec := float64(s.Limit) / s.Window.Seconds()
 	return jsonRejection(h, http.StatusTooManyRequests, mustJSON(map[string]string{
@@ -124,7 +133,9 @@ func (Shopify) Reject(h http.Header, s State) Rejection {
 // in full, both with milliseconds, rounded up. A rejection is a 429 with
 // Retry-After in whole seconds, X-Ratelimit-Scope, and the JSON body
 // {"message":"You are being rate limited.","retry_after":1.25,"global":false}
-// whose retry_after has millisecond precision.
+// whose retry_after has millisecond precision. A rejection by the global
+// limit (Config.Global) carries X-Ratelimit-Global: true, the scope
+// "global", "global":true in the body, and no bucket headers.
 type Discord struct {
 	// Bucket is the value of X-Ratelimit-Bucket. Empty means a hash of the
 	// request's key, so that keys have distinct buckets.
@@ -134,8 +145,11 @@ type Discord struct {
 	Scope string
 }
 
-// Header adds the X-Ratelimit-* headers.
+// Header adds the X-Ratelimit-* headers, except on a global rejection.
 func (d Discord) Header(h http.Header, s State) {
+	if s.Global {
+		return
+	}
 	bucket := d.Bucket
 	if bucket == "" {
 		f := fnv.New32a()
@@ -154,10 +168,43 @@ func (d Discord) Header(h http.Header, s State) {
 func (d Discord) Reject(h http.Header, s State) Rejection {
 	wait := ceilTo(s.RetryAfter, time.Millisecond)
 	h.Set("Retry-After", strconv.FormatInt(ceilSeconds(s.RetryAfter), 10))
-	h.Set("X-Ratelimit-Scope", cmpOr(d.Scope, "user"))
-	body := fmt.Sprintf(`{"message":"You are being rate limited.","retry_after":%s,"global":false}`,
-		strconv.FormatFloat(wait.Seconds(), 'f', -1, 64))
+	scope := cmpOr(d.Scope, "user")
+	if s.Global {
+		scope = "global"
+		h.Set("X-Ratelimit-Global", "true")
+	}
+	h.Set("X-Ratelimit-Scope", scope)
+	body := fmt.Sprintf(`{"message":"You are being rate limited.","retry_after":%s,"global":%t}`,
+		strconv.FormatFloat(wait.Seconds(), 'f', -1, 64), s.Global)
 	return jsonRejection(h, http.StatusTooManyRequests, body, wait)
+}
+
+// Anthropic is the dialect of the Anthropic API, for its request limit:
+//
+//	Anthropic-Ratelimit-Requests-Limit: 50
+//	Anthropic-Ratelimit-Requests-Remaining: 49
+//	Anthropic-Ratelimit-Requests-Reset: 2026-03-10T12:00:01Z
+//
+// where Limit is the stated limit (Config.StatedLimit), and Reset the
+// instant, in RFC 3339 on the server's clock and rounded up to the second,
+// at which the quota is restored in full. A rejection is a 429 with
+// Retry-After in whole seconds, rounded up.
+type Anthropic struct{}
+
+// Header adds the Anthropic-Ratelimit-Requests-* headers.
+func (Anthropic) Header(h http.Header, s State) {
+	h.Set("Anthropic-Ratelimit-Requests-Limit", strconv.Itoa(s.Limit))
+	h.Set("Anthropic-Ratelimit-Requests-Remaining", strconv.Itoa(s.Remaining))
+	h.Set("Anthropic-Ratelimit-Requests-Reset", ceilTime(s.Now.Add(s.ResetAfter)).UTC().Format(time.RFC3339))
+}
+
+// Reject returns a 429 with Retry-After in seconds and Anthropic's error.
+func (Anthropic) Reject(h http.Header, s State) Rejection {
+	secs := ceilSeconds(s.RetryAfter)
+	h.Set("Retry-After", strconv.FormatInt(secs, 10))
+	return jsonRejection(h, http.StatusTooManyRequests,
+		`{"type":"error","error":{"type":"rate_limit_error","message":"Number of requests has exceeded your rate limit."}}`,
+		time.Duration(secs)*time.Second)
 }
 
 func mustJSON(v any) string {

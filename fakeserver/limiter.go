@@ -27,13 +27,21 @@ type decision struct {
 	retryAfter time.Duration // if !allowed: until this request would be admitted
 }
 
+// newLimiter returns the limiter of one key of cfg.
 func newLimiter(cfg *Config) limiter {
-	n, w, b := int64(cfg.Limit), int64(cfg.Window), int64(cfg.Burst)
-	switch cfg.Algorithm {
+	return newLimiterOf(cfg.Algorithm, cfg.Limit, cfg.Window, cfg.Burst, cfg.ClockSkew)
+}
+
+// newLimiterOf returns a limiter of alg for limit requests per window, with
+// the given burst; a fixed window's boundaries fall on multiples of window
+// of the server's clock, skew ahead of the limiter's.
+func newLimiterOf(alg Algorithm, limit int, window time.Duration, burst int, skew time.Duration) limiter {
+	n, w, b := int64(limit), int64(window), int64(burst)
+	switch alg {
 	case LeakyBucket:
 		return newGCRA(n, w, b)
 	case FixedWindow:
-		return &fixedWindow{n: n, w: w, start: math.MinInt64}
+		return &fixedWindow{n: n, w: w, skew: int64(skew), start: math.MinInt64}
 	case SlidingWindow:
 		return &slidingLog{n: n, w: w}
 	default:
@@ -176,15 +184,17 @@ func (g *gcra) idle(now int64) bool {
 	return !g.started || g.tat.ceil() <= now
 }
 
-// fixedWindow admits n requests in each window [k·w, (k+1)·w) of Unix time.
+// fixedWindow admits n requests in each window [k·w, (k+1)·w) of Unix time
+// on the server's clock, skew ahead of now.
 type fixedWindow struct {
 	n, w  int64
-	start int64 // start of the current window
+	skew  int64
+	start int64 // start of the current window, on now's clock
 	count int64
 }
 
 func (fw *fixedWindow) take(now int64) decision {
-	if start := now - floorMod(now, fw.w); start != fw.start {
+	if start := now - floorMod(now+fw.skew, fw.w); start != fw.start {
 		fw.start, fw.count = start, 0
 	}
 	d := decision{capacity: int(fw.n)}
@@ -204,7 +214,7 @@ func (fw *fixedWindow) take(now int64) decision {
 }
 
 func (fw *fixedWindow) idle(now int64) bool {
-	return fw.count == 0 || now-floorMod(now, fw.w) != fw.start
+	return fw.count == 0 || now-floorMod(now+fw.skew, fw.w) != fw.start
 }
 
 // slidingLog admits a request at t if fewer than n requests were admitted in

@@ -21,6 +21,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	keys     map[string]*client
+	globals  map[string]*client // by token, with Config.Global
 	stats    Stats
 	admitted []int64 // Unix nanoseconds of admitted requests, in order
 	rng      *rand.Rand
@@ -76,8 +77,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Key != nil {
 		key = s.cfg.Key(r)
 	}
+	token := ""
+	if s.cfg.Global.Key != nil {
+		token = s.cfg.Global.Key(r)
+	}
 	h := make(http.Header)
-	v := s.decide(now, key, h)
+	v := s.decide(now, key, token, h)
 	switch v.kind {
 	case verdictReset:
 		resetConn(w)
@@ -108,13 +113,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // decide counts the request arriving at now with key and decides how to
 // answer it, adding the dialect's headers to h.
-func (s *Server) decide(now time.Time, key string, h http.Header) verdict {
+func (s *Server) decide(now time.Time, key, token string, h http.Header) verdict {
 	t := now.UnixNano()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats.Total++
-	c := s.keys[key]
-	if c != nil && t < c.notBefore {
+	c, g := s.keys[key], s.global(token)
+	if (c != nil && t < c.notBefore) || (g != nil && t < g.notBefore) {
 		s.stats.Early++
 	}
 	v := verdict{delay: s.latency()}
@@ -126,19 +131,26 @@ func (s *Server) decide(now time.Time, key string, h http.Header) verdict {
 		c = s.addKey(key, t)
 	}
 	c.lastSeen = t
-	d := c.lim.take(t)
 	st := State{
-		Key:        key,
-		Allowed:    d.allowed,
-		Limit:      s.cfg.Limit,
-		Window:     s.cfg.Window,
-		Capacity:   d.capacity,
-		Remaining:  d.remaining,
-		ResetAfter: d.resetAfter,
-		NextAfter:  d.nextAfter,
-		RetryAfter: d.retryAfter,
-		Now:        now.Add(s.cfg.ClockSkew),
+		Key:    key,
+		Limit:  s.cfg.StatedLimit,
+		Window: s.cfg.StatedWindow,
+		Now:    now.Add(s.cfg.ClockSkew),
 	}
+	var d decision
+	if g != nil {
+		g.lastSeen = t
+		if d = g.lim.take(t); !d.allowed {
+			c = g // the global limit rejects it; the key's spends nothing
+			st.Global = true
+			st.Limit, st.Window = s.cfg.Global.Limit, s.cfg.Global.Window
+		}
+	}
+	if !st.Global {
+		d = c.lim.take(t)
+	}
+	st.Allowed, st.Capacity, st.Remaining = d.allowed, d.capacity, d.remaining
+	st.ResetAfter, st.NextAfter, st.RetryAfter = d.resetAfter, d.nextAfter, d.retryAfter
 	s.cfg.Dialect.Header(h, st)
 	if d.allowed {
 		s.stats.Admitted++
@@ -154,6 +166,27 @@ func (s *Server) decide(now time.Time, key string, h http.Header) verdict {
 	c.notBefore = max(c.notBefore, t+int64(wait))
 	v.kind, v.status, v.body = verdictRespond, rej.Status, rej.Body
 	return v
+}
+
+// global returns the global limiter of token, nil without Config.Global.
+// Called with s.mu held.
+func (s *Server) global(token string) *client {
+	gl := &s.cfg.Global
+	if gl.Limit <= 0 {
+		return nil
+	}
+	g := s.globals[token]
+	if g == nil {
+		if s.globals == nil {
+			s.globals = make(map[string]*client)
+		}
+		if len(s.globals) >= s.cfg.MaxKeys {
+			clear(s.globals) // a rare reset; tests use a few tokens
+		}
+		g = &client{lim: newLimiterOf(gl.Algorithm, gl.Limit, gl.Window, gl.Burst, s.cfg.ClockSkew)}
+		s.globals[token] = g
+	}
+	return g
 }
 
 // addKey starts tracking key, forgetting others if there are too many.

@@ -76,6 +76,7 @@ func (s *Server) Reset() {
 	s.stats = Stats{}
 	s.admitted = nil
 	clear(s.keys)
+	clear(s.globals)
 }
 
 // statsResponse is the JSON at the stats path.

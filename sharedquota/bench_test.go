@@ -31,7 +31,7 @@ func BenchmarkDecision(b *testing.B) {
 		defer q.Close()
 		lim := []headway.Limit{headway.PerSecond(rate).WithBurst(rate)}
 		benchLatency(b, func(ctx context.Context) error {
-			_, err := q.Reserve(ctx, "k", lim, 1)
+			_, err := q.Reserve(ctx, "k", lim, 1, forever)
 			return err
 		})
 	})

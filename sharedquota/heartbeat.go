@@ -38,7 +38,7 @@ func (r *Redis) beat() {
 		}
 	}
 	r.mu.Unlock()
-	if r.downUntil.Load() != 0 {
+	if r.health.isDown() {
 		return // the reservations probe Redis; announcements wait for them
 	}
 	for _, ks := range gone {

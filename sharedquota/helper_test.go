@@ -37,12 +37,31 @@ type workerConfig struct {
 	Duration   time.Duration // how long to send
 	PauseAt    time.Duration // after Start, call Pause (worker 0 only); 0: never
 	Pause      time.Duration
+	Timeout    time.Duration // WithTimeout; 0: the default
+	// Offered, when set, sends an open loop of Offered requests a second
+	// (at most Goroutines at once; an arrival finding none free is
+	// dropped), each with a deadline of ReqTimeout, instead of each
+	// goroutine sending one request after another.
+	Offered    int
+	ReqTimeout time.Duration
 }
 
 type workerResult struct {
 	OK, TooMany, Errors, Cut int64
-	Stats                    Stats
-	Live                     int
+	// SecondHalf counts the OK responses of the second half of the run.
+	// Late counts the open loop's requests that failed their deadline
+	// (a WaitError or the deadline itself), Dropped the arrivals that
+	// found every goroutine busy.
+	SecondHalf, Late, Dropped int64
+	Stats                     Stats
+	// MaxLive is the most processes the worker saw announced during the
+	// run (sampled every 50ms): the count at the very end races with the
+	// other workers' Close.
+	MaxLive int
+	// PauseCalled and PausedAt are when worker 0 called Pause and when
+	// the call returned (zero if it made none or it failed): the pause
+	// began between the two.
+	PauseCalled, PausedAt time.Time
 }
 
 const fleetKey = "fleet-token"
@@ -65,7 +84,7 @@ func helperMain(mode string) int {
 func runWorker(cfg workerConfig) (workerResult, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis, ContextTimeoutEnabled: true, PoolSize: cfg.Goroutines})
 	defer rdb.Close()
-	q := NewRedis(rdb, WithPrefix(cfg.Prefix), WithLease(cfg.Lease), WithHeartbeat(200*time.Millisecond))
+	q := NewRedis(rdb, WithPrefix(cfg.Prefix), WithLease(cfg.Lease), WithHeartbeat(200*time.Millisecond), WithTimeout(cfg.Timeout))
 	defer q.Close()
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxIdleConnsPerHost = cfg.Goroutines
@@ -81,16 +100,39 @@ func runWorker(cfg workerConfig) (workerResult, error) {
 	end := cfg.Start.Add(cfg.Duration)
 	ctx, cancel := context.WithDeadline(context.Background(), end)
 	defer cancel()
-	if cfg.PauseAt > 0 && cfg.Index == 0 {
-		go func() {
-			time.Sleep(time.Until(cfg.Start.Add(cfg.PauseAt)))
-			_ = q.Pause(context.Background(), fleetKey, cfg.Pause)
-		}()
-	}
 	var res workerResult
 	var ok, tooMany, errs, cut atomic.Int64
+	var maxLive atomic.Int64
 	var wg sync.WaitGroup
-	for range cfg.Goroutines {
+	if cfg.PauseAt > 0 && cfg.Index == 0 {
+		wg.Go(func() {
+			time.Sleep(time.Until(cfg.Start.Add(cfg.PauseAt)))
+			called := time.Now()
+			if q.Pause(context.Background(), fleetKey, cfg.Pause) == nil {
+				res.PauseCalled, res.PausedAt = called, time.Now()
+			}
+		})
+	}
+	wg.Go(func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if n := int64(q.Live(fleetKey)); n > maxLive.Load() {
+				maxLive.Store(n)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+	closed := cfg.Goroutines
+	if cfg.Offered > 0 {
+		openLoop(ctx, cfg, client, &res)
+		closed = 0
+	}
+	for range closed {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cfg.URL+"/items/1", nil)
@@ -115,14 +157,68 @@ func runWorker(cfg workerConfig) (workerResult, error) {
 		})
 	}
 	wg.Wait()
-	res.OK, res.TooMany, res.Errors, res.Cut = ok.Load(), tooMany.Load(), errs.Load(), cut.Load()
+	if cfg.Offered == 0 {
+		res.OK, res.TooMany, res.Errors, res.Cut = ok.Load(), tooMany.Load(), errs.Load(), cut.Load()
+	}
 	res.Stats = q.Stats()
-	res.Live = q.Live(fleetKey)
+	res.MaxLive = int(maxLive.Load())
 	return res, nil
 }
 
+// openLoop sends cfg.Offered requests a second until ctx ends, each with a
+// deadline of cfg.ReqTimeout, and counts them in res.
+func openLoop(ctx context.Context, cfg workerConfig, client *http.Client, res *workerResult) {
+	half := cfg.Start.Add(cfg.Duration / 2)
+	sem := make(chan struct{}, cfg.Goroutines)
+	var ok, second, tooMany, errs, late, dropped atomic.Int64
+	var wg sync.WaitGroup
+	tick := time.NewTicker(time.Second / time.Duration(cfg.Offered))
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+			select {
+			case sem <- struct{}{}:
+			default:
+				dropped.Add(1)
+				continue
+			}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				rctx, cancel := context.WithTimeout(ctx, cfg.ReqTimeout)
+				defer cancel()
+				req, _ := http.NewRequestWithContext(rctx, http.MethodGet, cfg.URL+"/items/1", nil)
+				req.Header.Set("X-Worker", strconv.Itoa(cfg.Index))
+				resp, err := client.Do(req)
+				switch {
+				case err != nil && (rctx.Err() != nil || errors.As(err, new(*headway.WaitError))):
+					late.Add(1)
+				case err != nil:
+					errs.Add(1)
+				default:
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					switch {
+					case resp.StatusCode == http.StatusTooManyRequests:
+						tooMany.Add(1)
+					case time.Now().After(half):
+						second.Add(1)
+						ok.Add(1)
+					default:
+						ok.Add(1)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	res.OK, res.SecondHalf, res.TooMany, res.Errors = ok.Load(), second.Load(), tooMany.Load(), errs.Load()
+	res.Late, res.Dropped = late.Load(), dropped.Load()
+}
+
 // runFleet runs n worker processes with cfg and returns their results.
-func runFleet(t *testing.T, n int, cfg workerConfig) []workerResult {
+func runFleet(t testing.TB, n int, cfg workerConfig) []workerResult {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -175,3 +271,5 @@ func (b *limitedBuffer) Bytes() []byte {
 	defer b.mu.Unlock()
 	return b.buf
 }
+
+func redisZ(member string, score float64) redis.Z { return redis.Z{Score: score, Member: member} }

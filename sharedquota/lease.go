@@ -9,9 +9,11 @@ import (
 
 // reserveLease serves a one-unit reservation from the key's lease, taking a
 // new lease from Redis when the last one is spent. One caller at a time
-// takes a lease; the others wait for it, or for their context.
-func (r *Redis) reserveLease(ctx context.Context, ks *keyState, limits []headway.Limit) (time.Duration, error) {
-	if d, ok := r.takeSlot(ks); ok {
+// takes a lease; the others wait for it, or for their context. A slot is
+// taken only when its wait is within within; a new lease holds only such
+// slots.
+func (r *Redis) reserveLease(ctx context.Context, ks *keyState, limits []headway.Limit, within time.Duration) (time.Duration, error) {
+	if d, ok := r.takeSlot(ks, within); ok {
 		return d, nil
 	}
 	select {
@@ -20,21 +22,26 @@ func (r *Redis) reserveLease(ctx context.Context, ks *keyState, limits []headway
 		return 0, ctx.Err()
 	}
 	defer func() { <-ks.leaseSem }()
-	if d, ok := r.takeSlot(ks); ok { // another caller took a lease meanwhile
+	if d, ok := r.takeSlot(ks, within); ok { // another caller took a lease meanwhile
 		return d, nil
 	}
-	if err := r.usable(); err != nil {
-		return r.degrade(ks, limits, 1, err)
+	if err := r.usable(ks); err != nil {
+		return r.degrade(ks, limits, 1, within, err)
 	}
 	n := r.cfg.leaseSize
+	withinUs := int64(within / time.Microsecond)
 	ks.mu.Lock()
-	args := ks.argsFor(limits, 1, n, r.marginMs())
+	args := ks.argsFor(limits, 1, n, r.marginMs(), withinUs, r.capUs())
 	ks.mu.Unlock()
 	v, err := r.eval(ctx, reserveScript, ks.keys, args)
 	if err == nil {
 		var waits []int64
-		if waits, err = waitsReply(make([]int64, 0, n), v, n); err == nil {
-			r.up()
+		if waits, err = waitsReply(make([]int64, 0, n), v, n, r.maxReplyUs()); err == nil {
+			r.up(ks)
+			if len(waits) == 1 && waits[0] > withinUs {
+				r.stats.reservations.Add(1)
+				return time.Duration(waits[0]) * time.Microsecond, nil // nothing spent
+			}
 			// The waits count from Redis's now, somewhere in the round
 			// trip; counting them from its end makes every slot a little
 			// late, never early.
@@ -45,7 +52,7 @@ func (r *Redis) reserveLease(ctx context.Context, ks *keyState, limits []headway
 				ks.slots = append(ks.slots, now+w*int64(time.Microsecond))
 			}
 			ks.mu.Unlock()
-			if d, ok := r.takeSlot(ks); ok {
+			if d, ok := r.takeSlot(ks, max(within, time.Duration(waits[0])*time.Microsecond)); ok {
 				return d, nil
 			}
 			// Every slot is already too old: a lease larger than
@@ -53,15 +60,17 @@ func (r *Redis) reserveLease(ctx context.Context, ks *keyState, limits []headway
 			err = &ReplyError{Script: "reserve", Reply: v, Reason: "every leased slot expired on arrival"}
 		}
 	}
-	if r.failed(ctx, err) {
+	if r.failed(ctx, ks, err) {
 		return 0, ctx.Err()
 	}
-	return r.degrade(ks, limits, 1, err)
+	return r.degrade(ks, limits, 1, within, err)
 }
 
 // takeSlot hands out the key's next leased slot that is not too old, and
-// drops those that are.
-func (r *Redis) takeSlot(ks *keyState) (time.Duration, bool) {
+// drops those that are. A slot further than within from now is left for a
+// later request: takeSlot then returns its wait, over within, having spent
+// nothing.
+func (r *Redis) takeSlot(ks *keyState, within time.Duration) (time.Duration, bool) {
 	now := r.now()
 	oldest := now - int64(r.cfg.leaseMaxAge)
 	ks.mu.Lock()
@@ -74,9 +83,14 @@ func (r *Redis) takeSlot(ks *keyState) (time.Duration, bool) {
 		ks.slots = ks.slots[:0]
 		return 0, false
 	}
-	d := max(ks.slots[i], ks.pauseUntil)
+	d := max(ks.slots[i], ks.pauseUntil) - now
+	if d > int64(within) {
+		ks.slots = ks.slots[i:]
+		r.stats.reservations.Add(1)
+		return time.Duration(d), true
+	}
 	ks.slots = ks.slots[i+1:]
 	r.stats.leased.Add(1)
 	r.stats.reservations.Add(1)
-	return time.Duration(max(d-now, 0)), true
+	return time.Duration(max(d, 0)), true
 }

@@ -2,7 +2,6 @@ package sharedquota
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -10,27 +9,38 @@ import (
 	"github.com/headway-go/headway"
 )
 
-// TestLeaseRoundTrips: three processes (three quotas here) at 500 requests
-// a second in all, with leases of 10: Redis sees at most 0.2 round trips
-// per request, heartbeats included, and the departures keep to the limit.
-func TestLeaseRoundTrips(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a 2s run")
+// TestLeaseSlots: with leases of 10, a process takes 10 slots of the
+// shared schedule in one round trip and hands them out in order; a second
+// process's lease comes after them. The rate at 500/s, and the round trips
+// per request through the Transport, are BenchmarkLease500's and
+// BenchmarkTransportRoundTrips's: this test checks the schedule, at one
+// slot a second, so that no scheduling noise can blur it.
+func TestLeaseSlots(t *testing.T) {
+	addr := redisAddr(t)
+	a := newQuota(t, newClient(t, addr), WithLease(10), WithHeartbeat(time.Hour))
+	b := NewRedis(newClient(t, addr), WithPrefix(a.cfg.prefix), WithLease(10), WithHeartbeat(time.Hour))
+	defer b.Close()
+	lim := headway.Every(time.Second)
+	for i := range 25 {
+		if d := reserve(t, a, "k", 1, lim); !near(d, time.Duration(i)*time.Second) {
+			t.Fatalf("a's reservation %d waits %v, want about %ds", i, d, i)
+		}
 	}
-	const rate, burst = 500, 10
-	trips, reqs, deps := runLease(t, rate, burst, 10, 2*time.Second)
-	perReq := float64(trips) / float64(reqs)
-	t.Logf("%d requests, %d round trips: %.3f per request", reqs, trips, perReq)
-	if perReq > 0.2 {
-		t.Errorf("%.3f round trips per request, want at most 0.2", perReq)
+	// 25 reservations: 3 leases and the first announcement.
+	if s := a.Stats(); s.RoundTrips > 4 || s.Leased != 25 {
+		t.Fatalf("stats %+v: want 25 leased in 4 round trips", s)
 	}
-	// In any second: no more than the limit, its burst, and one lease per
-	// process (slots used late).
-	if p := peakIn(deps, time.Second); p > rate+burst+3*10 {
-		t.Errorf("peak %d departures in a second", p)
+	// a leased 30 slots: b's first comes after them.
+	if d := reserve(t, b, "k", 1, lim); !near(d, 30*time.Second) {
+		t.Fatalf("b's first reservation waits %v, want about 30s", d)
 	}
-	if float64(reqs) < 0.9*rate*2 {
-		t.Errorf("only %d requests in 2s at %d/s", reqs, rate)
+	// A pause drops the slots a holds: its next reservation leases anew,
+	// after the pause and after b's lease.
+	if err := a.Pause(context.Background(), "k", 50*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if d := reserve(t, a, "k", 1, lim); !near(d, 50*time.Second) {
+		t.Fatalf("after a pause, a waits %v, want about 50s", d)
 	}
 }
 
@@ -51,7 +61,7 @@ func runLease(t testing.TB, rate, burst, lease int, dur time.Duration) (trips, r
 		for range 8 {
 			wg.Go(func() {
 				for ctx.Err() == nil {
-					d, err := qs[i].Reserve(ctx, "k", lim, 1)
+					d, err := qs[i].Reserve(ctx, "k", lim, 1, forever)
 					if err != nil {
 						return
 					}
@@ -76,16 +86,4 @@ func runLease(t testing.TB, rate, burst, lease int, dur time.Duration) (trips, r
 		reqs += s.Reservations
 	}
 	return trips, reqs, deps
-}
-
-func peakIn(ts []time.Time, w time.Duration) int {
-	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
-	best, i := 0, 0
-	for j := range ts {
-		for ts[j].Sub(ts[i]) >= w {
-			i++
-		}
-		best = max(best, j-i+1)
-	}
-	return best
 }

@@ -41,11 +41,15 @@ func (p *localPacer) configure(limits []headway.Limit, live int64) {
 }
 
 // reserve spends one request of cost units at now, no earlier than
-// pauseUntil, and returns when it may leave.
-func (p *localPacer) reserve(now, pauseUntil, cost int64) int64 {
+// pauseUntil, and returns when it may leave; it spends nothing when that is
+// more than within from now.
+func (p *localPacer) reserve(now, pauseUntil, cost, within int64) int64 {
 	d := max(now, pauseUntil)
 	for i := range p.tat {
 		d = max(d, p.tat[i]+(p.units(i, cost)-p.burst[i])*p.interval[i])
+	}
+	if d-now > within {
+		return d
 	}
 	for i := range p.tat {
 		p.tat[i] = max(p.tat[i], d) + p.units(i, cost)*p.interval[i]

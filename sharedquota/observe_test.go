@@ -10,9 +10,8 @@ import (
 	"time"
 
 	"github.com/headway-go/headway"
+	"github.com/headway-go/headway/internal/metrictest"
 	"github.com/redis/go-redis/v9"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 type lockedBuffer struct {
@@ -36,8 +35,7 @@ func (b *lockedBuffer) String() string {
 // there: every reservation falls back, the degraded counter says so, and
 // the fall is logged once, at Info, without the key.
 func TestFallbacksAreCountedAndLogged(t *testing.T) {
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	mp := metrictest.NewProvider()
 	var buf lockedBuffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
@@ -47,20 +45,14 @@ func TestFallbacksAreCountedAndLogged(t *testing.T) {
 
 	const key = "api.test\x00Bearer SECRET"
 	for range 3 {
-		if _, err := q.Reserve(context.Background(), key, []headway.Limit{headway.PerSecond(100)}, 1); err != nil {
+		if _, err := q.Reserve(context.Background(), key, []headway.Limit{headway.PerSecond(100)}, 1, forever); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
 	got := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if d, ok := m.Data.(metricdata.Sum[int64]); ok && len(d.DataPoints) == 1 {
-				got[m.Name] = d.DataPoints[0].Value
-			}
+	for _, m := range mp.Collect(context.Background()) {
+		if m.Kind == metrictest.Sum && len(m.Points) == 1 {
+			got[m.Name] = int64(m.Points[0].Value)
 		}
 	}
 	if got["headway.sharedquota.degraded"] != 3 || got["headway.sharedquota.reservations"] != 3 {

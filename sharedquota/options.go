@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/headway-go/headway"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -57,6 +58,7 @@ type config struct {
 	prefix      string
 	id          string
 	ttlMargin   time.Duration
+	maxWait     time.Duration        // the cap on waits: headway.DefaultMaxWait
 	mp          metric.MeterProvider // nil: no metrics
 	log         *slog.Logger         // nil: no logging
 }
@@ -70,6 +72,7 @@ func defaultConfig() config {
 		leaseMaxAge: 100 * time.Millisecond,
 		prefix:      "headway",
 		ttlMargin:   time.Second,
+		maxWait:     headway.DefaultMaxWait,
 	}
 }
 

@@ -13,7 +13,9 @@ import (
 
 // TestPauseHoldsReservedRequests: process B reserved its shared slots
 // before process A sets a pause; the requests of B still sleeping on their
-// slots must wait for the pause's end too, not leave during it.
+// slots must wait for the pause's end too, not leave during it. Its times
+// are a few hundred milliseconds apart, so that a loaded machine cannot
+// move one event past another.
 func TestPauseHoldsReservedRequests(t *testing.T) {
 	addr := redisAddr(t)
 	a := newQuota(t, newClient(t, addr))
@@ -28,19 +30,30 @@ func TestPauseHoldsReservedRequests(t *testing.T) {
 		mu.Unlock()
 	}))
 	defer srv.Close()
+	// One slot every 300ms, 3 at once: B's own pacer lets its three
+	// requests go at once.
+	const T = 300 * time.Millisecond
+	lim := headway.Every(T).WithBurst(3)
 	client := &http.Client{Transport: headway.New(srv.Client().Transport,
-		headway.WithLimit(headway.PerSecond(10)), // burst 1: slots 100ms apart
+		headway.WithLimit(lim),
 		headway.WithKey(func(*http.Request) string { return "k" }),
 		headway.WithSharedQuota(b),
 	)}
-	// A has taken the shared slots of the first 400ms: B's requests, let
-	// go by its own pacer at 0, 100 and 200ms, reserve the shared slots of
-	// 400, 500 and 600ms, and sleep on them.
-	lim := headway.PerSecond(10)
-	for range 4 {
+	// B's first request goes alone, to learn what the server says: the
+	// key's first answer holds the others. Then A takes the shared slots
+	// up to 1.2s: B's requests reserve the shared slots of 1.2s, 1.5s and
+	// 1.8s and sleep on them.
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	mu.Lock()
+	arrived = nil
+	mu.Unlock()
+	for range 5 {
 		reserve(t, a, "k", 1, lim)
 	}
-	start := time.Now()
 	var wg sync.WaitGroup
 	for range 3 {
 		wg.Go(func() {
@@ -52,24 +65,30 @@ func TestPauseHoldsReservedRequests(t *testing.T) {
 			resp.Body.Close()
 		})
 	}
-	// Every request has reserved its slot when A pauses the key until
-	// 750ms.
-	time.Sleep(250 * time.Millisecond)
-	if err := a.Pause(context.Background(), "k", 500*time.Millisecond); err != nil {
+	// Every request has reserved its slot (at once) and none has left
+	// (the first slot is at 1.2s) when A pauses the key for 1.5s.
+	time.Sleep(600 * time.Millisecond)
+	called := time.Now()
+	if err := a.Pause(context.Background(), "k", 1500*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
+	pausedAt := time.Now()
 	wg.Wait()
-	pauseFrom, pauseTo := start.Add(260*time.Millisecond), start.Add(740*time.Millisecond)
+	// The pause began between called and pausedAt.
+	pauseFrom, pauseTo := pausedAt, called.Add(1500*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
 	for _, at := range arrived {
-		t.Logf("arrived at %v", at.Sub(start).Round(time.Millisecond))
+		t.Logf("arrived %v after the pause began", at.Sub(called).Round(time.Millisecond))
 		if at.After(pauseFrom) && at.Before(pauseTo) {
-			t.Errorf("a request arrived %v after the start, during the pause", at.Sub(start).Round(time.Millisecond))
+			t.Errorf("a request arrived %v after the pause began, before its end", at.Sub(called).Round(time.Millisecond))
 		}
 	}
-	// Held by the pause, they reserved again: one slot apart after it.
+	// Held by the pause, they reserved again: one slot apart after it
+	// (less what a loaded machine may delay one arrival by).
 	for i := 1; i < len(arrived); i++ {
-		if gap := arrived[i].Sub(arrived[i-1]); gap < 80*time.Millisecond {
-			t.Errorf("requests %d and %d arrived %v apart after the pause, want a slot (100ms)", i-1, i, gap)
+		if gap := arrived[i].Sub(arrived[i-1]); gap < T-150*time.Millisecond {
+			t.Errorf("requests %d and %d arrived %v apart after the pause, want a slot (%v)", i-1, i, gap, T)
 		}
 	}
 	if len(arrived) != 3 {

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,9 +31,7 @@ type Redis struct {
 	mu   sync.Mutex
 	keys map[string]*keyState
 
-	downUntil atomic.Int64 // monotonic ns; 0: Redis is up
-	probing   atomic.Bool
-	lastErr   atomic.Pointer[error]
+	health health // of Redis as a whole
 
 	stats struct {
 		reservations, roundTrips, errors, degraded, leased atomic.Int64
@@ -60,6 +60,7 @@ type keyState struct {
 	lastUsed atomic.Int64 // monotonic ns
 	checked  atomic.Int64 // monotonic ns: when PausedFor last asked Redis
 	learned  atomic.Pointer[learnedPolicy]
+	health   health // of this key's hash: a WRONGTYPE fails it alone
 
 	mu         sync.Mutex
 	pauseUntil int64 // monotonic ns: the last pause this process knows of
@@ -170,12 +171,14 @@ func (r *Redis) KeyNames(key string) (quota, procs string) {
 // Reserve spends cost units of each of limits for one request on key, in
 // every process sharing the Redis, and returns how long from now the
 // request must wait: until the later of the key's shared pause and its GCRA
-// departure over all of limits at once. It implements headway.SharedQuota.
+// departure over all of limits at once. When that wait is longer than
+// within, it spends nothing, in Redis or in this process, and returns the
+// wait. It implements headway.SharedQuota.
 //
 // When Redis fails or times out, Reserve decides by the FailureMode; it
 // returns an error only under FailClosed, for invalid limits, after Close,
 // or when ctx is done.
-func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit, cost int) (time.Duration, error) {
+func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit, cost int, within time.Duration) (time.Duration, error) {
 	if r.closed.Load() {
 		return 0, ErrClosed
 	}
@@ -190,12 +193,14 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 			return 0, ErrInvalidLimit
 		}
 	}
+	within = min(max(within, 0), r.cfg.maxWait)
+	withinUs := int64(within / time.Microsecond)
 	ks := r.state(key)
 	if r.cfg.leaseSize > 1 && oneUnit(limits, cost) {
-		return r.reserveLease(ctx, ks, limits)
+		return r.reserveLease(ctx, ks, limits, within)
 	}
-	if err := r.usable(); err != nil {
-		return r.degrade(ks, limits, cost, err)
+	if err := r.usable(ks); err != nil {
+		return r.degrade(ks, limits, cost, within, err)
 	}
 	var (
 		v   any
@@ -204,37 +209,41 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 	)
 	ks.mu.Lock()
 	if len(limits) == 1 {
-		args := ks.oneArgsFor(limits[0], cost, r.marginMs())
+		args := append(ks.oneArgsFor(limits[0], cost, r.marginMs()), withinUs, r.capUs())
 		ks.mu.Unlock()
 		if v, err = r.eval(ctx, reserveOneScript, ks.keys, args); err == nil {
-			w, err = waitReply(v)
+			w, err = waitReply(v, r.maxReplyUs())
 		}
 	} else {
-		args := ks.argsFor(limits, cost, 1, r.marginMs())
+		args := ks.argsFor(limits, cost, 1, r.marginMs(), withinUs, r.capUs())
 		ks.mu.Unlock()
 		if v, err = r.eval(ctx, reserveScript, ks.keys, args); err == nil {
 			var waits [1]int64
 			var ws []int64
-			if ws, err = waitsReply(waits[:0], v, 1); err == nil {
+			if ws, err = waitsReply(waits[:0], v, 1, r.maxReplyUs()); err == nil {
 				w = ws[0]
 			}
 		}
 	}
 	if err == nil {
-		r.up()
+		r.up(ks)
 		r.stats.reservations.Add(1)
 		return time.Duration(w) * time.Microsecond, nil
 	}
-	if r.failed(ctx, err) {
+	if r.failed(ctx, ks, err) {
 		return 0, ctx.Err()
 	}
-	return r.degrade(ks, limits, cost, err)
+	return r.degrade(ks, limits, cost, within, err)
 }
 
 // Pause makes every process wait d from now before its next request on
 // key; a shorter pause never cuts a longer one short. The pause is kept in
 // Redis, in Redis's clock, and in this process, so that Fallback honours it
 // too. It implements headway.SharedQuota.
+//
+// A pause is at most headway.DefaultMaxWait (10 minutes), the longest wait
+// a quota schedules: a longer d, such as a year-long Retry-After, pauses
+// every process for that long only, and is logged at Warn.
 func (r *Redis) Pause(ctx context.Context, key string, d time.Duration) error {
 	if r.closed.Load() {
 		return ErrClosed
@@ -242,31 +251,46 @@ func (r *Redis) Pause(ctx context.Context, key string, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
+	if d > r.cfg.maxWait {
+		r.logWarn("headway/sharedquota: a pause longer than the cap is shortened to it",
+			slog.Duration("pause", d), slog.Duration("cap", r.cfg.maxWait))
+		d = r.cfg.maxWait
+	}
 	ks := r.state(key)
 	now := r.now()
 	ks.mu.Lock()
 	ks.pauseUntil = max(ks.pauseUntil, now+int64(d))
 	ks.slots = ks.slots[:0] // leased slots are not worth keeping past a pause
 	ks.mu.Unlock()
-	if err := r.usable(); err != nil {
+	if err := r.usable(ks); err != nil {
 		return err
 	}
 	us := (int64(d) + 999) / 1000
-	v, err := r.eval(ctx, pauseScript, ks.keys, []any{us, r.marginMs()})
+	v, err := r.eval(ctx, pauseScript, ks.keys, []any{us, r.marginMs(), r.capUs()})
 	if err == nil {
 		var left int64
-		if left, err = intReply("pause", v); err == nil {
-			r.up()
+		if left, err = r.leftReply("pause", v); err == nil {
+			r.up(ks)
 			ks.mu.Lock()
 			ks.pauseUntil = max(ks.pauseUntil, r.now()+left*1000)
 			ks.mu.Unlock()
 			return nil
 		}
 	}
-	if r.failed(ctx, err) {
+	if r.failed(ctx, ks, err) {
 		return ctx.Err()
 	}
 	return err
+}
+
+// leftReply checks that v, the reply of a script that returns the time
+// left of a pause, is an integer from 0 to the cap, in µs.
+func (r *Redis) leftReply(script string, v any) (int64, error) {
+	n, ok := v.(int64)
+	if !ok || n < 0 || n > r.capUs() {
+		return 0, &ReplyError{Script: script, Reply: v, Reason: "want an integer from 0 to the cap"}
+	}
+	return n, nil
 }
 
 // pauseCoalesce is how long the answer of one PausedFor call to Redis
@@ -289,24 +313,21 @@ func (r *Redis) PausedFor(ctx context.Context, key string) (time.Duration, error
 	ks := r.state(key)
 	now := r.now()
 	last := ks.checked.Load()
-	if now-last < int64(pauseCoalesce) || !ks.checked.CompareAndSwap(last, now) || r.usable() != nil {
+	if now-last < int64(pauseCoalesce) || !ks.checked.CompareAndSwap(last, now) || r.usable(ks) != nil {
 		return ks.pausedFor(r.now()), nil
 	}
-	v, err := r.eval(ctx, pausedScript, ks.keys, nil)
+	v, err := r.eval(ctx, pausedScript, ks.keys, []any{r.capUs()})
 	if err == nil {
 		var left int64
-		if left, err = intReply("paused", v); err == nil && left >= 0 {
-			r.up()
+		if left, err = r.leftReply("paused", v); err == nil {
+			r.up(ks)
 			ks.mu.Lock()
 			ks.pauseUntil = max(ks.pauseUntil, r.now()+left*1000)
 			ks.mu.Unlock()
 			return ks.pausedFor(r.now()), nil
 		}
-		if err == nil {
-			err = &ReplyError{Script: "paused", Reply: v, Reason: "want a non-negative integer"}
-		}
 	}
-	if r.failed(ctx, err) {
+	if r.failed(ctx, ks, err) {
 		return ks.pausedFor(r.now()), ctx.Err()
 	}
 	return ks.pausedFor(r.now()), err
@@ -338,7 +359,7 @@ func (r *Redis) Close() error {
 		}
 		clear(r.keys)
 		r.mu.Unlock()
-		if r.usable() == nil {
+		if r.usable(nil) == nil {
 			for _, ks := range keys {
 				if _, err := r.eval(context.Background(), heartbeatScript, []string{ks.procsKey}, r.beatArgs(true)); err != nil {
 					break
@@ -356,6 +377,7 @@ func (r *Redis) state(key string) *keyState {
 	ks := r.keys[key]
 	if ks == nil {
 		ks = &keyState{leaseSem: make(chan struct{}, 1)}
+		ks.checked.Store(now - int64(pauseCoalesce)) // PausedFor asks Redis first
 		ks.hashKey, ks.procsKey = r.KeyNames(key)
 		ks.keys = []string{ks.hashKey}
 		r.keys[key] = ks
@@ -369,14 +391,15 @@ func (r *Redis) state(key string) *keyState {
 	return ks
 }
 
-// argsFor returns the reserve script's arguments for slots slots of cost
-// units each. The caller locks ks.
-func (ks *keyState) argsFor(limits []headway.Limit, cost, slots int, margin int64) []any {
-	if cost == 1 && slots == 1 && ks.args != nil && sameLimits(limits, ks.argLimits) {
-		return ks.args
+// argsFor returns the reserve script's arguments for up to slots slots of
+// cost units each, within withinUs µs. The caller locks ks.
+func (ks *keyState) argsFor(limits []headway.Limit, cost, slots int, margin, withinUs, capUs int64) []any {
+	if cost == 1 && ks.args != nil && sameLimits(limits, ks.argLimits) {
+		ks.args[0], ks.args[1], ks.args[2], ks.args[3] = slots, margin, withinUs, capUs
+		return slices.Clone(ks.args)
 	}
-	args := make([]any, 0, 2+4*len(limits))
-	args = append(args, slots, margin)
+	args := make([]any, 0, 4+4*len(limits))
+	args = append(args, slots, margin, withinUs, capUs)
 	for _, l := range limits {
 		iv := intervalUs(l)
 		units := int64(cost)
@@ -385,8 +408,8 @@ func (ks *keyState) argsFor(limits []headway.Limit, cost, slots int, margin int6
 		}
 		args = append(args, fieldOf(l, iv), iv, burstOf(l), units)
 	}
-	if cost == 1 && slots == 1 {
-		ks.args = args
+	if cost == 1 {
+		ks.args = slices.Clone(args)
 		ks.argLimits = append(ks.argLimits[:0], limits...)
 	}
 	return args
@@ -403,7 +426,9 @@ func (ks *keyState) oneArgsFor(l headway.Limit, cost int, margin int64) []any {
 	}
 	iv := intervalUs(l)
 	units := int64(cost)
-	ks.oneArgs = []any{fieldOf(l, iv), (burstOf(l) - units) * iv, units * iv, margin * 1000}
+	// Room for the caller's last argument: appending it never writes into
+	// the cached array.
+	ks.oneArgs = slices.Clip([]any{fieldOf(l, iv), (burstOf(l) - units) * iv, units * iv, margin * 1000})
 	ks.oneLimit, ks.oneCost = l, cost
 	return ks.oneArgs
 }
@@ -435,8 +460,9 @@ func oneUnit(limits []headway.Limit, cost int) bool {
 	return true
 }
 
-// degrade decides a reservation without Redis, by the FailureMode.
-func (r *Redis) degrade(ks *keyState, limits []headway.Limit, cost int, err error) (time.Duration, error) {
+// degrade decides a reservation without Redis, by the FailureMode; the
+// fallback spends nothing on a wait longer than within.
+func (r *Redis) degrade(ks *keyState, limits []headway.Limit, cost int, within time.Duration, err error) (time.Duration, error) {
 	var re *ReplyError
 	if !errors.As(err, &re) && !errors.Is(err, ErrUnavailable) {
 		err = &UnavailableError{Op: "reserve", Err: err}
@@ -454,7 +480,7 @@ func (r *Redis) degrade(ks *keyState, limits []headway.Limit, cost int, err erro
 	now := r.now()
 	ks.mu.Lock()
 	ks.local.configure(limits, ks.live.Load())
-	d := ks.local.reserve(now, ks.pauseUntil, int64(cost))
+	d := ks.local.reserve(now, ks.pauseUntil, int64(cost), int64(within))
 	ks.mu.Unlock()
 	return time.Duration(d - now), nil
 }
@@ -511,57 +537,128 @@ func scriptName(s *redis.Script) string {
 	return "heartbeat"
 }
 
-// usable returns nil when Redis may be asked: it is up, or it has been down
-// for the retry interval and this caller is the one to try it again.
-func (r *Redis) usable() error {
-	until := r.downUntil.Load()
+// health says whether Redis, or one key's hash in it, may be asked: it is
+// up, or it has been down for the retry interval and this caller is the
+// one to try it again.
+type health struct {
+	downUntil atomic.Int64 // monotonic ns; 0: up
+	probing   atomic.Bool
+	lastErr   atomic.Pointer[error]
+}
+
+func (h *health) usable(now int64) error {
+	until := h.downUntil.Load()
 	if until == 0 {
 		return nil
 	}
-	if r.now() >= until && r.probing.CompareAndSwap(false, true) {
+	if now >= until && h.probing.CompareAndSwap(false, true) {
 		return nil
 	}
-	if p := r.lastErr.Load(); p != nil {
+	if p := h.lastErr.Load(); p != nil {
 		return *p
 	}
 	return ErrUnavailable
 }
 
-// up notes a successful call.
-func (r *Redis) up() {
-	if r.downUntil.Load() != 0 {
-		if r.downUntil.Swap(0) != 0 {
-			r.logInfo("headway/sharedquota: Redis is back: shared pacing resumes")
-		}
-		r.probing.Store(false)
+// up notes a call that succeeded, and reports whether it ends a fall.
+func (h *health) up() bool {
+	if h.downUntil.Load() == 0 {
+		return false
+	}
+	was := h.downUntil.Swap(0) != 0
+	h.probing.Store(false)
+	return was
+}
+
+// down notes a call that failed, and reports whether it begins a fall.
+func (h *health) down(until int64, err error) bool {
+	h.lastErr.Store(&err)
+	was := h.downUntil.Swap(max(until, 1)) == 0
+	h.probing.Store(false)
+	return was
+}
+
+func (h *health) isDown() bool { return h.downUntil.Load() != 0 }
+
+// usable returns nil when the hash of ks (nil: any) may be asked: Redis
+// and the key are up, or the one down has been so for the retry interval
+// and this caller is the one to try again.
+func (r *Redis) usable(ks *keyState) error {
+	now := r.now()
+	if err := r.health.usable(now); err != nil {
+		return err
+	}
+	if ks != nil {
+		return ks.health.usable(now)
+	}
+	return nil
+}
+
+// up notes a successful call on the hash of ks (nil: none in particular).
+func (r *Redis) up(ks *keyState) {
+	if r.health.up() {
+		r.logInfo("headway/sharedquota: Redis is back: shared pacing resumes")
+	}
+	if ks != nil {
+		ks.health.up()
 	}
 }
 
-// failed notes a failed call and reports whether it failed because the
-// caller gave up (its ctx ended), which says nothing of Redis; any other
-// failure marks Redis down.
-func (r *Redis) failed(ctx context.Context, err error) (callerGone bool) {
+// failed notes a failed call on the hash of ks (nil: none in particular)
+// and reports whether it failed because the caller gave up (its ctx ended),
+// which says nothing of Redis. An error that only this key's hash causes
+// (it holds a value of another type: WRONGTYPE; a script failed on what it
+// holds) leaves that key alone for the retry interval, deciding by the
+// FailureMode, and the other keys shared; any other failure marks Redis
+// down.
+func (r *Redis) failed(ctx context.Context, ks *keyState, err error) (callerGone bool) {
 	if ctx.Err() != nil {
-		r.probing.Store(false)
+		r.health.probing.Store(false)
+		if ks != nil {
+			ks.health.probing.Store(false)
+		}
 		return true
 	}
-	r.down(err)
-	return false
-}
-
-// down notes a failed call: Redis is left alone for the retry interval.
-func (r *Redis) down(err error) {
 	if errors.Is(err, ErrBadReply) {
-		return // Redis answered: it is up, the reply is what is wrong
+		return false // Redis answered: it is up, the reply is what is wrong
 	}
-	r.lastErr.Store(&err)
-	if r.downUntil.Swap(max(r.now()+int64(r.cfg.retry), 1)) == 0 {
+	until := r.now() + int64(r.cfg.retry)
+	if ks != nil && keyError(err) {
+		if ks.health.down(until, err) {
+			r.logWarn("headway/sharedquota: a key's hash in Redis is unusable: that key alone falls back to its failure mode",
+				slog.String("mode", r.cfg.mode.String()), slog.String("err", err.Error()))
+		}
+		return false
+	}
+	if r.health.down(until, err) {
 		r.logInfo("headway/sharedquota: Redis unavailable: each key falls back to its failure mode",
 			slog.String("mode", r.cfg.mode.String()), slog.String("err", err.Error()))
 	}
-	r.probing.Store(false)
+	return false
+}
+
+// keyError reports whether err is Redis's answer to what one key holds,
+// not a fault of Redis: a WRONGTYPE, or a script that failed at run time
+// (not a busy server, which is everyone's).
+func keyError(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return strings.HasPrefix(msg, "WRONGTYPE") ||
+		strings.HasPrefix(msg, "ERR") && strings.Contains(msg, "script")
 }
 
 func (r *Redis) now() int64 { return int64(time.Since(r.base)) }
+
+// capUs is the cap on waits, in µs: the longest wait a reservation spends
+// a slot on, and the longest pause.
+func (r *Redis) capUs() int64 { return int64(r.cfg.maxWait / time.Microsecond) }
+
+// maxReplyUs is the longest wait, in µs, a reserve script can return: the
+// cap, and what one request's units of the slowest limit add to it (a
+// week at most), however the hash was tampered with.
+func (r *Redis) maxReplyUs() int64 { return r.capUs() + int64(7*24*time.Hour/time.Microsecond) }
 
 func (r *Redis) marginMs() int64 { return max(int64(r.cfg.ttlMargin/time.Millisecond), 1) }

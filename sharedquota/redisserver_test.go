@@ -184,7 +184,7 @@ func startCluster(t testing.TB) []*redisServer {
 	if err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for _, a := range addrs {
 		c := redis.NewClient(&redis.Options{Addr: a})
 		for {

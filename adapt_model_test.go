@@ -1,0 +1,129 @@
+package headway
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A fixed window of 30 per 3 s, stated as remaining and a reset that stays
+// put: bounds that assume a refill contradict each other, so the model
+// takes the server for a window, spends it, then waits for the boundary,
+// one window length after the one it saw pass.
+func TestServerModelInfersAFixedWindow(t *testing.T) {
+	ms := int64(time.Millisecond)
+	var m serverModel
+	seq := uint64(0)
+	send := func(at int64) uint64 { seq++; m.take(at, seq); return seq }
+	answer := func(at int64, s uint64, left int64, reset time.Duration) {
+		m.observe(at, s, seq, &Signal{HasRemaining: true, Remaining: left, Reset: reset})
+	}
+	// The first window ends at 3 s; the client starts at 0.
+	for i := range int64(30) {
+		s := send(i * 10 * ms)
+		answer(i*10*ms+20*ms, s, 29-i, 3*time.Second-time.Duration(i*10*ms+20*ms))
+	}
+	require.True(t, m.window, "a quota that only comes back at its reset")
+	assert.Zero(t, m.rate)
+	// Nothing comes back before the boundary.
+	assert.Equal(t, 3000*ms, m.earliest(400*ms, 1))
+	// The next window: 30 again, and its reset a period on.
+	for i := range int64(30) {
+		at := 3000*ms + i*ms
+		require.Equal(t, at, m.earliest(at, 1), "request %d of the window", i)
+		s := send(at)
+		answer(at+20*ms, s, 29-i, time.Duration(6000*ms-at-20*ms))
+	}
+	assert.Equal(t, 3000*ms, m.period)
+	assert.Equal(t, 6000*ms, m.earliest(3100*ms, 1), "the 31st waits for the boundary")
+	// Spending the third window, the model knows the fourth's boundary
+	// before any answer names it.
+	for i := range int64(30) {
+		send(6000*ms + i*ms)
+	}
+	assert.Equal(t, 9000*ms, m.earliest(6100*ms, 1))
+}
+
+// Quota that trickles back well before the window's end shows a bucket
+// after all: the model measures a rate again.
+func TestServerModelLeavesAWindowForATrickle(t *testing.T) {
+	ms := int64(time.Millisecond)
+	m := serverModel{known: true, cap: 10, window: true, resetSeen: 5000 * ms, resetAt: 5000 * ms}
+	m.track()
+	m.take(100*ms, 1)
+	m.observe(120*ms, 1, 1, &Signal{HasRemaining: true, Remaining: 5, Reset: 4 * time.Second})
+	m.take(600*ms, 2)
+	m.observe(620*ms, 2, 2, &Signal{HasRemaining: true, Remaining: 9, Reset: 400 * time.Millisecond})
+	assert.False(t, m.window)
+}
+
+// The margin grows with each prediction the server proves wrong and
+// shrinks after a run of right ones; it holds back requests beyond the
+// one reserve only while the model refills.
+func TestServerModelMarginFollowsItsErrors(t *testing.T) {
+	m := serverModel{known: true, cap: 40, rate: 10e-9, tokens: 20}
+	m.judge(true, 0)
+	m.judge(false, -3)
+	assert.Equal(t, 2.0, m.margin)
+	m.judge(false, -1) // within the rounding of a count
+	assert.Equal(t, 2.0, m.margin)
+	// With 20 left, two for the reserve and the margin... at most 17 go
+	// at once, where 18 would with no margin.
+	assert.Equal(t, int64(0), m.earliest(0, 17))
+	assert.Greater(t, m.earliest(0, 18), int64(0))
+	for range marginDecay {
+		m.judge(false, 0)
+	}
+	assert.Equal(t, 1.0, m.margin)
+	// It never grows past a quarter of the bucket.
+	for range 100 {
+		m.judge(true, 0)
+	}
+	assert.Equal(t, 10.0, m.margin)
+}
+
+// Requests that leave within groupSpan of each other may be counted in
+// any order: an answer above its own prediction but not the group's says
+// nothing, and one below the group's corrects the model once.
+func TestServerModelGroupsDeparturesCloseInTime(t *testing.T) {
+	ms := int64(time.Millisecond)
+	m := serverModel{known: true, cap: 10, tokens: 10}
+	m.track()
+	m.take(0, 1)
+	m.take(2*ms, 2) // 2 ms later: maybe counted first
+	// #2 was counted first (9 left after it), #1 second (8).
+	m.observe(20*ms, 1, 2, &Signal{HasRemaining: true, Remaining: 9})
+	m.observe(21*ms, 2, 2, &Signal{HasRemaining: true, Remaining: 8})
+	assert.InDelta(t, 8, m.level(21*ms), 1e-9, "the model neither gained nor lost a request")
+}
+
+// An answer that overtook requests sent before it, not yet answered, may
+// have been counted before them: what it says above the prediction is no
+// news until they are answered. (On a loaded machine requests 20 ms
+// apart reached the server in the other order, and the model rose by
+// three, then met three throttles.)
+func TestServerModelAnAnswerThatOvertookOthersLiftsNothing(t *testing.T) {
+	ms := int64(time.Millisecond)
+	m := serverModel{known: true, cap: 10, tokens: 6}
+	m.track()
+	for i := range uint64(4) {
+		m.take(int64(i)*20*ms, i+1) // 50 ms apart: not a group
+	}
+	// #4 reached the server first: 5 left after it.
+	m.observe(100*ms, 4, 4, &Signal{HasRemaining: true, Remaining: 5})
+	assert.InDelta(t, 2, m.level(100*ms), 1e-9)
+	m.observe(101*ms, 1, 4, &Signal{HasRemaining: true, Remaining: 4})
+	m.observe(102*ms, 2, 4, &Signal{HasRemaining: true, Remaining: 3})
+	m.observe(103*ms, 3, 4, &Signal{HasRemaining: true, Remaining: 2})
+	assert.LessOrEqual(t, m.level(103*ms), 2.0)
+}
+
+// With no refill known and nothing left, one request finds out, but not
+// at once: a while after the last departure.
+func TestServerModelProbesAWhileAfterTheLastDeparture(t *testing.T) {
+	m := serverModel{known: true, cap: 10, tokens: 1}
+	m.take(0, 1)
+	assert.Equal(t, probeGap, m.earliest(0, 1))
+}

@@ -1,0 +1,112 @@
+package fakeserver
+
+import (
+	"net/http"
+	"time"
+)
+
+// A Shape is a server that says less than the whole truth about its limit,
+// as the servers of real providers do: a stated limit larger than the
+// burst it allows, resets rounded to the second, fixed windows on a skewed
+// clock, route buckets under a global window, or nothing but 429s. Tests
+// and benchmarks run clients against each one.
+type Shape struct {
+	// Name names the shape, such as "fixed-window-epoch-reset".
+	Name string
+	// Says is what the server tells its clients, in a few words.
+	Says string
+	// Config is the server. Its Faults add 20 ms of latency and up to 5 ms
+	// of jitter.
+	Config Config
+	// Rate (requests per second) and Burst are what the server really
+	// admits in the long run and at once: the least time for n requests
+	// is (n - Burst) / Rate.
+	Rate  float64
+	Burst int
+	// Published is the limit a user would configure from the provider's
+	// documentation: Count requests per Period, in bursts of Burst.
+	Published struct {
+		Count  int
+		Period time.Duration
+		Burst  int
+	}
+	// Paths are the request paths, used in turn; nil means one.
+	Paths []string
+}
+
+// shapeFaults is the latency of every shape.
+var shapeFaults = Faults{Latency: 20 * time.Millisecond, Jitter: 5 * time.Millisecond, Seed: 1}
+
+func shape(name, says string, cfg Config, rate float64, burst, count int, period time.Duration, pburst int) Shape {
+	cfg.Faults = shapeFaults
+	s := Shape{Name: name, Says: says, Config: cfg, Rate: rate, Burst: burst}
+	s.Published.Count, s.Published.Period, s.Published.Burst = count, period, pburst
+	return s
+}
+
+// RoundedShapes are the servers of headway's issue 15: each states what
+// remains, in a form that bounds the truth without stating it.
+func RoundedShapes() []Shape {
+	return []Shape{
+		shape("ietf-bucket-t-rounded", "token bucket 20/s burst 10; RateLimit-Policy q=20;w=1 and RateLimit r, t in whole seconds rounded up",
+			Config{Limit: 20, Burst: 10, Dialect: IETF{}}, 20, 10, 20, time.Second, 20),
+		shape("openai-600-per-minute", "token bucket 10/s burst 20 stating 600 per minute; remaining and time until full (1.9s)",
+			Config{Limit: 10, Burst: 20, StatedLimit: 600, StatedWindow: time.Minute, Dialect: OpenAI{}}, 10, 20, 600, time.Minute, 600),
+		shape("fixed-window-epoch-reset", "fixed windows of 30 per 3 s; RateLimit-Remaining and RateLimit-Reset in epoch seconds; bare 429s",
+			Config{Algorithm: FixedWindow, Limit: 30, Window: 3 * time.Second, Dialect: IETF06{EpochReset: true, NoRetryAfter: true, NoLimit: true}},
+			10, 30, 30, 3*time.Second, 30),
+		shape("shopify-retry-after-1.0", "leaky bucket of 40 draining 10/s; X-Shopify-Shop-Api-Call-Limit level/40; 429 with Retry-After: 1.0",
+			Config{Algorithm: LeakyBucket, Limit: 10, Burst: 40, Dialect: Shopify{Round: time.Second}}, 10, 40, 10, time.Second, 40),
+	}
+}
+
+// SparseShapes are the servers of headway's issue 12: each says less, or
+// says it on a clock or in buckets the client must work out.
+func SparseShapes() []Shape {
+	routes := map[string]string{"/a": "ab", "/b": "ab", "/c": "c", "/d": "d", "/e": "e", "/f": "f"}
+	paths := []string{"/a", "/b", "/c", "/d", "/e", "/f"}
+	byRoute := func(r *http.Request) string { return routes[r.URL.Path] }
+	return []Shape{
+		shape("fixed-window-date-skewed", "fixed windows of 20 per 2 s on a clock 30 s ahead; only Retry-After as an HTTP date",
+			Config{Algorithm: FixedWindow, Limit: 20, Window: 2 * time.Second, ClockSkew: 30 * time.Second, Dialect: RetryAfterDate{}},
+			10, 20, 20, 2*time.Second, 20),
+		shape("anthropic-600-per-minute", "token bucket 10/s burst 10 stating 600 per minute; remaining and an RFC 3339 reset",
+			Config{Limit: 10, Burst: 10, StatedLimit: 600, StatedWindow: time.Minute, Dialect: Anthropic{}}, 10, 10, 600, time.Minute, 600),
+		{
+			// Requests go to six routes in turn: two of them share a bucket,
+			// which admits 5 of every 6 requests a second: 15/s in all.
+			Name: "discord-routes", Says: "per-route fixed windows of 5 per 1 s over six routes, two of them in one bucket; Reset-After and Bucket",
+			Config: Config{Algorithm: FixedWindow, Limit: 5, Window: time.Second, Key: byRoute, Dialect: Discord{}, Faults: shapeFaults},
+			Rate:   15, Burst: 15, Paths: paths,
+		},
+		{
+			Name: "discord-routes-global", Says: "the same under a global window of 10 per 1 s (X-RateLimit-Global)",
+			Config: Config{Algorithm: FixedWindow, Limit: 5, Window: time.Second, Key: byRoute, Dialect: Discord{}, Faults: shapeFaults,
+				Global: GlobalLimit{Algorithm: FixedWindow, Limit: 10, Window: time.Second}},
+			Rate: 10, Burst: 10, Paths: paths,
+		},
+		shape("github-fixed-windows", "fixed windows of 100 per 10 s; X-RateLimit-* with an epoch reset; 403 when spent",
+			Config{Algorithm: FixedWindow, Limit: 100, Window: 10 * time.Second, Dialect: GitHub{}}, 10, 100, 100, 10*time.Second, 100),
+		shape("retry-after-only", "token bucket 20/s burst 10; 429 with Retry-After in whole seconds, nothing else",
+			Config{Limit: 20, Burst: 10, Dialect: RetryAfterSeconds{}}, 20, 10, 20, time.Second, 10),
+		shape("bare-429", "token bucket 20/s burst 10; bare 429s",
+			Config{Limit: 20, Burst: 10, Dialect: Bare{}}, 20, 10, 20, time.Second, 10),
+	}
+}
+
+// Least returns the least time in which the server could admit n
+// requests, the first of them sent at start: (n - Burst) / Rate for a
+// bucket; for fixed windows, of Burst requests each, from start to the
+// beginning of the window that admits the last one, on the server's clock.
+func (s Shape) Least(n int, start time.Time) time.Duration {
+	if s.Config.Algorithm != FixedWindow {
+		return time.Duration(float64(max(n-s.Burst, 0)) / s.Rate * float64(time.Second))
+	}
+	w := time.Duration(float64(s.Burst) / s.Rate * float64(time.Second))
+	windows := (n + s.Burst - 1) / s.Burst
+	if windows <= 1 {
+		return 0
+	}
+	phase := time.Duration(floorMod(start.Add(s.Config.ClockSkew).UnixNano(), int64(w)))
+	return time.Duration(windows-1)*w - phase
+}

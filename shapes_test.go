@@ -1,0 +1,169 @@
+package headway_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/headway-go/headway"
+	"github.com/headway-go/headway/fakeserver"
+)
+
+// shapeResult is what one run against a fakeserver.Shape did.
+type shapeResult struct {
+	workers    int
+	elapsed    time.Duration
+	efficiency float64
+	throttled  int64 // throttled responses the server sent
+	early      int64 // requests sent inside a wait the server announced
+}
+
+func (r shapeResult) String() string {
+	return fmt.Sprintf("%2d workers: efficiency %.3f (%v), %d throttled, %d sent inside an announced wait",
+		r.workers, r.efficiency, r.elapsed.Round(time.Millisecond), r.throttled, r.early)
+}
+
+// published is the limit a user would configure for sh from its docs.
+func published(sh fakeserver.Shape) headway.Limit {
+	p := sh.Published
+	return headway.Per(p.Count, p.Period).WithBurst(p.Burst)
+}
+
+// runShape sends n GETs from workers goroutines through a Transport made
+// with opts over base to srv at url, to sh's paths in turn; a request
+// handed back throttled is sent again by its worker, so that every one
+// gets through.
+func runShape(tb testing.TB, sh fakeserver.Shape, srv *fakeserver.Server, base http.RoundTripper, url string, n, workers int, opts ...headway.Option) shapeResult {
+	client := &http.Client{Transport: headway.New(base, opts...)}
+	paths := sh.Paths
+	if len(paths) == 0 {
+		paths = []string{"/items"}
+	}
+	var next atomic.Int64
+	var mu sync.Mutex
+	var last time.Time
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				for {
+					resp, err := client.Get(url + paths[int(i-1)%len(paths)])
+					if err != nil {
+						tb.Error(err)
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusOK {
+						break
+					}
+				}
+				mu.Lock()
+				last = time.Now()
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	client.CloseIdleConnections()
+	st := srv.Stats()
+	r := shapeResult{workers: workers, elapsed: last.Sub(start), throttled: st.Rejected, early: st.Early}
+	r.efficiency = sh.Least(n, start).Seconds() / r.elapsed.Seconds()
+	return r
+}
+
+// shapeCase is a shape with its targets: efficiency at least minEff, at
+// most maxThrottled throttles, and no request sent inside an announced
+// wait. floor is where it stands, when below the target: the test holds
+// it there and logs the target.
+type shapeCase struct {
+	fakeserver.Shape
+	n            int
+	minEff       float64
+	floor        float64 // 0: the target holds
+	maxThrottled int64
+	earlyOK      bool // requests inside an announced wait are not yet ruled out
+}
+
+func runShapeCases(t *testing.T, cases []shapeCase) {
+	for _, c := range cases {
+		for _, limited := range []bool{false, true} {
+			for _, workers := range []int{8, 32} {
+				name := fmt.Sprintf("%s/%d", c.Name, workers)
+				var opts []headway.Option
+				if limited {
+					name += "/limit"
+					opts = append(opts, headway.WithLimit(published(c.Shape)))
+				}
+				t.Run(name, func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
+						srv := fakeserver.New(c.Config)
+						r := runShape(t, c.Shape, srv, srv.Transport(), "http://api.test", c.n, workers, opts...)
+						t.Log(r)
+						want := c.minEff
+						if c.floor > 0 {
+							want = c.floor
+							t.Logf("target: efficiency %.2f", c.minEff)
+						}
+						if r.efficiency < want {
+							t.Errorf("efficiency %.3f, want at least %.2f", r.efficiency, want)
+						}
+						if r.throttled > c.maxThrottled {
+							t.Errorf("%d throttled, want at most %d", r.throttled, c.maxThrottled)
+						}
+						if r.early != 0 && !c.earlyOK {
+							t.Errorf("%d sent inside an announced wait", r.early)
+						}
+					})
+				})
+			}
+		}
+	}
+}
+
+// TestRoundedShapes runs each server of issue 15 in virtual time, with 8
+// and 32 workers, 20 ms of latency and up to 5 of jitter, with no limit
+// configured and with the published one: at most one throttle, none sent
+// inside an announced wait, and efficiency 0.95 (0.97 for the first).
+func TestRoundedShapes(t *testing.T) {
+	var cases []shapeCase
+	for _, sh := range fakeserver.RoundedShapes() {
+		c := shapeCase{Shape: sh, n: 300, minEff: 0.95, maxThrottled: 1}
+		if sh.Name == "ietf-bucket-t-rounded" {
+			c.n, c.minEff = 500, 0.97
+		}
+		cases = append(cases, c)
+	}
+	runShapeCases(t, cases)
+}
+
+// BenchmarkShapes runs the shapes over real loopback, in real time (15 to
+// 35 s a run), with no limit configured; see bench/ for the table.
+func BenchmarkShapes(b *testing.B) {
+	for _, sh := range append(fakeserver.RoundedShapes(), fakeserver.SparseShapes()...) {
+		for _, workers := range []int{8, 32} {
+			b.Run(fmt.Sprintf("%s/%d", sh.Name, workers), func(b *testing.B) {
+				for b.Loop() {
+					fs, err := fakeserver.Start(sh.Config)
+					if err != nil {
+						b.Fatal(err)
+					}
+					base := http.DefaultTransport.(*http.Transport).Clone()
+					base.MaxIdleConnsPerHost = workers
+					r := runShape(b, sh, fs.Server, base, fs.URL, 300, workers)
+					fs.Close()
+					b.Log(r)
+					b.ReportMetric(r.efficiency, "efficiency")
+					b.ReportMetric(float64(r.throttled), "throttled")
+					b.ReportMetric(float64(r.early), "early")
+				}
+			})
+		}
+	}
+}
