@@ -38,7 +38,7 @@ type outage struct {
 	isDown  atomic.Bool // down, read without the lock
 
 	// What tells a stall (see outageGate).
-	firstOut   int64        // 1 + when the first departure since the last answer left
+	firstOut   atomic.Int64 // 1 + when the first request sent since the last answer went
 	lastAnswer atomic.Int64 // 1 + when the last answer came; 0: none
 	latency    atomic.Int64 // the usual latency of an answer; 0: none yet
 	stalled    atomic.Bool  // the queue waits for an answer
@@ -139,13 +139,14 @@ func (k *keyState) outageGate(now int64) bool {
 		return false
 	}
 	lat := o.latency.Load()
-	if lat == 0 || o.firstOut <= o.lastAnswer.Load() {
+	first := o.firstOut.Load()
+	if lat == 0 || first <= o.lastAnswer.Load() {
 		return true // nothing known, or nothing unanswered
 	}
-	quiet, thr := now+1-o.firstOut, satAdd(satMul(stallFactor, lat), int64(stallMargin))
+	quiet, thr := now+1-first, satAdd(satMul(stallFactor, lat), int64(stallMargin))
 	if quiet > thr && quiet <= thr+int64(probeWait) {
 		o.stalled.Store(true)
-		k.arm(now, o.firstOut-1+thr+int64(probeWait)+1) // a stall is short-lived
+		k.arm(now, first-1+thr+int64(probeWait)+1) // a stall is short-lived
 		return false
 	}
 	return true
@@ -169,17 +170,27 @@ func (k *keyState) outageFloor(d int64) int64 {
 	return d
 }
 
-// outageTake notes, under k.mu, that departure seq left at at: while the
-// host is down, it is the probe.
-func (k *keyState) outageTake(seq uint64, at int64) {
-	if last := k.out.lastAnswer.Load(); k.out.firstOut <= last {
-		// A departure at the instant of the last answer counts as answered:
-		// a stall is looked for from the next one.
-		k.out.firstOut = max(at+1, last)
-	}
+// outageTake notes, under k.mu, that departure seq left: while the host is
+// down, it is the probe.
+func (k *keyState) outageTake(seq uint64) {
 	if k.out.down {
 		k.out.probing, k.out.probe = true, seq
 		k.out.probes++
+	}
+}
+
+// sending notes that a request of k goes to the server now: a departure
+// may wait for a shared quota's slot after it leaves the queue, and a
+// stall is counted from the send.
+func (k *keyState) sending() {
+	if k.t.probe.initial <= 0 {
+		return
+	}
+	o := &k.out
+	if first, last := o.firstOut.Load(), o.lastAnswer.Load(); first <= last {
+		// A send at the instant of the last answer counts as answered: a
+		// stall is looked for from the next one.
+		o.firstOut.CompareAndSwap(first, max(k.t.now()+1, last))
 	}
 }
 

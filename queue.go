@@ -233,7 +233,7 @@ func (k *keyState) take(d, cost int64) uint64 {
 		k.firstAt = d
 	}
 	k.sent++
-	k.outageTake(k.sent, d)
+	k.outageTake(k.sent)
 	k.unseen.Add(1)
 	k.occupy()
 	return k.sent

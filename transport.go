@@ -180,6 +180,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			last.Body.Close()
 			last = nil
 		}
+		k.sending()
 		resp, err := t.base.RoundTrip(out)
 		if o != nil {
 			o.sent(ctx, req, key, err)
