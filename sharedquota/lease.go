@@ -31,13 +31,15 @@ func (r *Redis) reserveLease(ctx context.Context, ks *keyState, limits []headway
 	n := r.cfg.leaseSize
 	withinUs := int64(within / time.Microsecond)
 	ks.mu.Lock()
-	args := ks.argsFor(limits, 1, n, r.marginMs(), withinUs, r.capUs())
+	pauseFloor, floors := ks.floors(limits, r.now())
+	args := argsFor(limits, 1, n, r.marginMs(), withinUs, r.capUs(), pauseFloor, floors)
 	ks.mu.Unlock()
 	v, err := r.eval(ctx, reserveScript, ks.keys, args)
 	if err == nil {
 		var waits []int64
 		if waits, err = waitsReply(make([]int64, 0, n), v, n, r.maxReplyUs()); err == nil {
 			r.up(ks)
+			ks.shared(r.now(), waits[len(waits)-1], withinUs)
 			if len(waits) == 1 && waits[0] > withinUs {
 				r.stats.reservations.Add(1)
 				return time.Duration(waits[0]) * time.Microsecond, nil // nothing spent

@@ -2,6 +2,7 @@ package sharedquota
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -33,6 +34,11 @@ type Redis struct {
 
 	health health // of Redis as a whole
 
+	procsKey string       // the sorted set of the live processes
+	live     atomic.Int64 // the processes counted; 0: never
+	liveMu   sync.Mutex
+	liveSeen [3]int64 // the last counts, newest first
+
 	stats struct {
 		reservations, roundTrips, errors, degraded, leased atomic.Int64
 	}
@@ -54,9 +60,7 @@ var (
 
 // keyState is what the process keeps for one key.
 type keyState struct {
-	hashKey  string // the quota's hash: TATs and pause
-	procsKey string // the sorted set of live processes
-	live     atomic.Int64
+	hashKey  string       // the quota's hash: TATs and pause
 	lastUsed atomic.Int64 // monotonic ns
 	checked  atomic.Int64 // monotonic ns: when PausedFor last asked Redis
 	learned  atomic.Pointer[learnedPolicy]
@@ -66,9 +70,9 @@ type keyState struct {
 	pauseUntil int64 // monotonic ns: the last pause this process knows of
 	local      localPacer
 	keys       []string // {hashKey}: the KEYS of the quota's scripts
-	args       []any    // reserveScript's arguments for one unit, for argLimits
-	argLimits  []headway.Limit
-	oneArgs    []any // reserveOneScript's arguments for oneCost units of oneLimit
+	fallback   bool     // deciding by the local pacer since Redis was last asked
+	lastDep    int64    // monotonic ns: the latest shared departure known here
+	oneArgs    []any    // reserveOneScript's arguments for oneCost units of oneLimit
 	oneLimit   headway.Limit
 	oneCost    int
 	slots      []int64 // leased departures, monotonic ns, in order
@@ -99,9 +103,11 @@ func NewRedis(client redis.UniversalClient, opts ...Option) *Redis {
 		guard: !honoursContext(client),
 		base:  time.Now(),
 		keys:  make(map[string]*keyState),
-		kick:  make(chan struct{}, 1),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+
+		procsKey: cfg.prefix + ":procs",
+		kick:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	r.registerMetrics()
 	go r.loop()
@@ -147,8 +153,10 @@ func (r *Redis) Stats() Stats {
 	}
 }
 
-// Live returns the number of processes announced for key when the
-// heartbeat last looked, zero if it has not yet.
+// Live returns the number of processes sharing the Redis (and the prefix)
+// that were announced when the heartbeat last looked (the largest count of
+// its last three looks), for a key this process uses; zero for another
+// key, or if the heartbeat has not looked yet.
 func (r *Redis) Live(key string) int {
 	r.mu.Lock()
 	ks := r.keys[key]
@@ -156,16 +164,24 @@ func (r *Redis) Live(key string) int {
 	if ks == nil {
 		return 0
 	}
-	return int(ks.live.Load())
+	return int(r.live.Load())
 }
 
 // KeyNames returns the names of the Redis keys that hold key's quota and
-// its processes. They name a hash of key, never key itself, which may be a
-// credential.
+// the live processes (one sorted set for every key: the processes announce
+// themselves once, not once per key). The quota's name holds a hash of
+// key, never key itself, which may be a credential; see WithSalt.
 func (r *Redis) KeyNames(key string) (quota, procs string) {
-	sum := sha256.Sum256([]byte(key))
-	tag := r.cfg.prefix + ":{" + hex.EncodeToString(sum[:12]) + "}:"
-	return tag + "q", tag + "procs"
+	var sum []byte
+	if r.cfg.salt != nil {
+		m := hmac.New(sha256.New, r.cfg.salt)
+		m.Write([]byte(key))
+		sum = m.Sum(nil)
+	} else {
+		s := sha256.Sum256([]byte(key))
+		sum = s[:]
+	}
+	return r.cfg.prefix + ":{" + hex.EncodeToString(sum[:12]) + "}:q", r.procsKey
 }
 
 // Reserve spends cost units of each of limits for one request on key, in
@@ -208,14 +224,15 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 		w   int64
 	)
 	ks.mu.Lock()
+	pauseFloor, floors := ks.floors(limits, r.now())
 	if len(limits) == 1 {
-		args := append(ks.oneArgsFor(limits[0], cost, r.marginMs()), withinUs, r.capUs())
+		args := append(ks.oneArgsFor(limits[0], cost, r.marginMs()), withinUs, r.capUs(), floors[0], pauseFloor)
 		ks.mu.Unlock()
 		if v, err = r.eval(ctx, reserveOneScript, ks.keys, args); err == nil {
 			w, err = waitReply(v, r.maxReplyUs())
 		}
 	} else {
-		args := ks.argsFor(limits, cost, 1, r.marginMs(), withinUs, r.capUs())
+		args := argsFor(limits, cost, 1, r.marginMs(), withinUs, r.capUs(), pauseFloor, floors)
 		ks.mu.Unlock()
 		if v, err = r.eval(ctx, reserveScript, ks.keys, args); err == nil {
 			var waits [1]int64
@@ -228,12 +245,44 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 	if err == nil {
 		r.up(ks)
 		r.stats.reservations.Add(1)
+		ks.shared(r.now(), w, withinUs)
 		return time.Duration(w) * time.Microsecond, nil
 	}
 	if r.failed(ctx, ks, err) {
 		return 0, ctx.Err()
 	}
 	return r.degrade(ks, limits, cost, within, err)
+}
+
+// floors returns what the key's fallback spent ahead of now, if it is in
+// fallback: the pause it holds and the TAT of each of limits, in µs from
+// now, for the next script to record (see reserveScript). Out of fallback,
+// zeros. The caller locks ks.
+func (ks *keyState) floors(limits []headway.Limit, now int64) (pause int64, tats []int64) {
+	tats = make([]int64, 0, max(len(limits), 1))
+	if !ks.fallback {
+		for range max(len(limits), 1) {
+			tats = append(tats, 0)
+		}
+		return 0, tats
+	}
+	tats = ks.local.floors(tats, limits, now)
+	if len(tats) == 0 {
+		tats = append(tats, 0)
+	}
+	return max(ks.pauseUntil-now, 0) / 1000, tats
+}
+
+// shared notes a reservation that Redis answered at now with a wait of w
+// µs, within withinUs: the fallback, if any, is over (the script recorded
+// its floors), and a slot spent is the latest departure known here.
+func (ks *keyState) shared(now, w, withinUs int64) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	ks.fallback = false
+	if w <= withinUs {
+		ks.lastDep = max(ks.lastDep, now+w*1000)
+	}
 }
 
 // Pause makes every process wait d from now before its next request on
@@ -353,18 +402,10 @@ func (r *Redis) Close() error {
 		close(r.stop)
 		<-r.done
 		r.mu.Lock()
-		keys := make([]*keyState, 0, len(r.keys))
-		for _, ks := range r.keys {
-			keys = append(keys, ks)
-		}
 		clear(r.keys)
 		r.mu.Unlock()
 		if r.usable(nil) == nil {
-			for _, ks := range keys {
-				if _, err := r.eval(context.Background(), heartbeatScript, []string{ks.procsKey}, r.beatArgs(true)); err != nil {
-					break
-				}
-			}
+			_, _ = r.eval(context.Background(), heartbeatScript, []string{r.procsKey}, r.beatArgs(true))
 		}
 	})
 	return nil
@@ -378,12 +419,14 @@ func (r *Redis) state(key string) *keyState {
 	if ks == nil {
 		ks = &keyState{leaseSem: make(chan struct{}, 1)}
 		ks.checked.Store(now - int64(pauseCoalesce)) // PausedFor asks Redis first
-		ks.hashKey, ks.procsKey = r.KeyNames(key)
+		ks.hashKey, _ = r.KeyNames(key)
 		ks.keys = []string{ks.hashKey}
 		r.keys[key] = ks
-		select { // announce the process for the new key at once
-		case r.kick <- struct{}{}:
-		default:
+		if r.live.Load() == 0 {
+			select { // announce the process at once
+			case r.kick <- struct{}{}:
+			default:
+			}
 		}
 	}
 	r.mu.Unlock()
@@ -391,26 +434,19 @@ func (r *Redis) state(key string) *keyState {
 	return ks
 }
 
-// argsFor returns the reserve script's arguments for up to slots slots of
-// cost units each, within withinUs µs. The caller locks ks.
-func (ks *keyState) argsFor(limits []headway.Limit, cost, slots int, margin, withinUs, capUs int64) []any {
-	if cost == 1 && ks.args != nil && sameLimits(limits, ks.argLimits) {
-		ks.args[0], ks.args[1], ks.args[2], ks.args[3] = slots, margin, withinUs, capUs
-		return slices.Clone(ks.args)
-	}
-	args := make([]any, 0, 4+4*len(limits))
-	args = append(args, slots, margin, withinUs, capUs)
-	for _, l := range limits {
+// argsFor returns reserveScript's arguments for up to slots slots of cost
+// units each, within withinUs µs, with the floors of a fallback (see
+// keyState.floors).
+func argsFor(limits []headway.Limit, cost, slots int, margin, withinUs, capUs, pauseFloor int64, floors []int64) []any {
+	args := make([]any, 0, 5+5*len(limits))
+	args = append(args, slots, margin, withinUs, capUs, pauseFloor)
+	for i, l := range limits {
 		iv := intervalUs(l)
 		units := int64(cost)
 		if l.Unweighted {
 			units = 1
 		}
-		args = append(args, fieldOf(l, iv), iv, burstOf(l), units)
-	}
-	if cost == 1 {
-		ks.args = slices.Clone(args)
-		ks.argLimits = append(ks.argLimits[:0], limits...)
+		args = append(args, fieldOf(l, iv), iv, burstOf(l), units, floors[i])
 	}
 	return args
 }
@@ -479,7 +515,14 @@ func (r *Redis) degrade(ks *keyState, limits []headway.Limit, cost int, within t
 	r.stats.reservations.Add(1)
 	now := r.now()
 	ks.mu.Lock()
-	ks.local.configure(limits, ks.live.Load())
+	if !ks.fallback {
+		// Entering fallback: empty buckets, from the latest shared
+		// departure this process knows of.
+		ks.local.start(limits, r.fallbackShare(), max(now, ks.lastDep))
+		ks.fallback = true
+	} else {
+		ks.local.configure(limits, r.fallbackShare(), now)
+	}
 	d := ks.local.reserve(now, ks.pauseUntil, int64(cost), int64(within))
 	ks.mu.Unlock()
 	return time.Duration(d - now), nil

@@ -112,13 +112,15 @@ func TestKeysHashedTaggedAndExpiring(t *testing.T) {
 	if len(keys) != 2 {
 		t.Fatalf("keys %v, want %s and %s", keys, quota, procs)
 	}
-	tag := quota[strings.Index(quota, "{"):strings.Index(quota, "}")]
+	if procs != prefix+":procs" {
+		t.Errorf("the processes are announced in %q, want one set for the prefix", procs)
+	}
+	if strings.Count(quota, "{") != 1 || strings.Count(quota, "}") != 1 {
+		t.Errorf("quota %q: want one hash tag", quota)
+	}
 	for _, k := range keys {
 		if strings.Contains(k, "secret") || strings.Contains(k, "sk-live") {
 			t.Errorf("key name %q holds the user's key", k)
-		}
-		if !strings.Contains(k, tag+"}") {
-			t.Errorf("key %q lacks the hash tag %s}", k, tag)
 		}
 		ttl, err := c.PTTL(context.Background(), k).Result()
 		if err != nil || ttl <= 0 || ttl > 5*time.Second {
@@ -278,3 +280,43 @@ func TestOneLimitScriptSharesState(t *testing.T) {
 
 // forever is a within longer than any wait in the tests.
 const forever = 24 * time.Hour
+
+// TestSaltAndPrefix: with a salt, a quota's name is an HMAC of the key
+// (no one reading Redis can test a guessed token without the salt), and
+// processes share it only with the same salt; a prefix with Cluster hash
+// tag braces is refused.
+func TestSaltAndPrefix(t *testing.T) {
+	addr := redisAddr(t)
+	plain := newQuota(t, newClient(t, addr))
+	salted := NewRedis(newClient(t, addr), WithPrefix(plain.cfg.prefix), WithSalt([]byte("s3cret")))
+	defer salted.Close()
+	other := NewRedis(newClient(t, addr), WithPrefix(plain.cfg.prefix), WithSalt([]byte("another")))
+	defer other.Close()
+	same := NewRedis(newClient(t, addr), WithPrefix(plain.cfg.prefix), WithSalt([]byte("s3cret")))
+	defer same.Close()
+	q1, _ := plain.KeyNames("token")
+	q2, _ := salted.KeyNames("token")
+	q3, _ := other.KeyNames("token")
+	q4, _ := same.KeyNames("token")
+	if q1 == q2 || q2 == q3 || q2 != q4 {
+		t.Fatalf("names %s %s %s %s: want the salt to change the name, and the same salt to keep it", q1, q2, q3, q4)
+	}
+	lim := headway.Every(time.Second)
+	reserve(t, salted, "token", 1, lim)
+	if d := reserve(t, same, "token", 1, lim); !near(d, time.Second) {
+		t.Fatalf("the same salt does not share: wait %v", d)
+	}
+	if d := reserve(t, other, "token", 1, lim); d != 0 {
+		t.Fatalf("another salt shares: wait %v", d)
+	}
+	for _, p := range []string{"a{b}", "{x", "y}"} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("WithPrefix(%q) did not panic", p)
+				}
+			}()
+			WithPrefix(p)
+		}()
+	}
+}

@@ -60,8 +60,11 @@ end
 // keeps its state.
 // ARGV[1]: the number of slots; ARGV[2]: the margin of the TTL, in ms;
 // ARGV[3]: the longest wait worth spending a slot on, in µs; ARGV[4]: the
-// cap on waits, in µs; then 4 values per limit: field name, interval T
-// (µs), burst (units), units one slot spends.
+// cap on waits, in µs; ARGV[5]: the least pause, in µs from now (0: none);
+// then 5 values per limit: field name, interval T (µs), burst (units),
+// units one slot spends, and the least TAT, in µs from now (0: none).
+// The least values are what a process paced and paused on its own while
+// Redis was away: it records them with its first reservation after.
 //
 // A reservation without limits applies the learned policy, if one is
 // current (see learnScript): its fields "li" (T, µs), "lb" (burst) and "lu"
@@ -72,17 +75,23 @@ local slots = tonumber(ARGV[1])
 local margin = tonumber(ARGV[2]) * 1000
 local within = tonumber(ARGV[3])
 local cap = tonumber(ARGV[4])
-local n = (#ARGV - 4) / 4
+local n = (#ARGV - 5) / 5
 local fields = {'pause', 'exp'}
-for i = 1, n do fields[i + 2] = ARGV[4 * i + 1] end
+for i = 1, n do fields[i + 2] = ARGV[5 * i + 1] end
 if n == 0 then fields = {'pause', 'exp', 'lt', 'li', 'lb', 'lu'} end
 local vals = redis.call('HMGET', KEYS[1], unpack(fields))
 local pause, fix = pauseOf(vals[1], cap)
-local tat, iv, burst, units = {}, {}, {}, {}
+local pf = tonumber(ARGV[5])
+if pf > 0 and now + math.min(pf, cap) > pause then
+  pause = now + math.min(pf, cap)
+  fix = true
+end
+local tat, iv, burst, units, floor = {}, {}, {}, {}, {}
 for i = 1, n do
-  iv[i] = tonumber(ARGV[4 * i + 2])
-  burst[i] = tonumber(ARGV[4 * i + 3])
-  units[i] = tonumber(ARGV[4 * i + 4])
+  iv[i] = tonumber(ARGV[5 * i + 2])
+  burst[i] = tonumber(ARGV[5 * i + 3])
+  units[i] = tonumber(ARGV[5 * i + 4])
+  floor[i] = tonumber(ARGV[5 * i + 5])
 end
 if n == 0 then
   local li = valid(vals[4], 86400000000)
@@ -94,6 +103,7 @@ if n == 0 then
     iv[1] = li
     burst[1] = math.floor(lb)
     units[1] = 1
+    floor[1] = 0
   end
 end
 for i = 1, n do
@@ -104,21 +114,23 @@ for i = 1, n do
     fix = fix or v ~= false
     tat[i] = v and now + full or 0
   end
+  if floor[i] > 0 and now + math.min(floor[i], cap + full) > tat[i] then
+    tat[i] = now + math.min(floor[i], cap + full)
+    fix = true
+  end
 end
 local waits = {}
 for s = 1, slots do
   local d = math.max(now, pause)
   for i = 1, n do d = math.max(d, tat[i] + (units[i] - burst[i]) * iv[i]) end
   if d - now > within then
-    if s == 1 then
-      if fix then redis.call('HSET', KEYS[1], 'pause', string.format('%d', pause)) end
-      return {d - now}
-    end
+    if s == 1 then waits[1] = d - now end
     break
   end
   for i = 1, n do tat[i] = math.max(tat[i], d) + units[i] * iv[i] end
   waits[s] = d - now
 end
+if #waits == 1 and waits[1] > within and not fix then return waits end
 local need = pause
 local hs = {}
 for i = 1, n do
@@ -156,22 +168,31 @@ return waits
 // the TAT may be for the request to leave at once); ARGV[3]: the units
 // times T, in µs; ARGV[4]: the margin of the TTL, in µs; ARGV[5]: the
 // longest wait worth spending the slot on, in µs; ARGV[6]: the cap on
-// waits, in µs.
+// waits, in µs; ARGV[7] and ARGV[8]: the least TAT and the least pause, in
+// µs from now (0: none), as in reserveScript.
 var reserveOneScript = redis.NewScript(prelude + `
 local room, step, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[6])
 local v = redis.call('HMGET', KEYS[1], 'pause', 'exp', ARGV[1])
 local pause, fix = pauseOf(v[1], cap)
+local pf = tonumber(ARGV[8])
+if pf > 0 and now + math.min(pf, cap) > pause then
+  pause = now + math.min(pf, cap)
+  fix = true
+end
 local tat = valid(v[3], now + cap + room + step)
 if not tat then
   fix = fix or v[3] ~= false
   tat = v[3] and now + room + step or 0
 end
-local d = math.max(now, pause, tat - room)
-if d - now > tonumber(ARGV[5]) then
-  if fix then redis.call('HSET', KEYS[1], 'pause', string.format('%d', pause)) end
-  return d - now
+local floor = tonumber(ARGV[7])
+if floor > 0 and now + math.min(floor, cap + room + step) > tat then
+  tat = now + math.min(floor, cap + room + step)
+  fix = true
 end
-tat = math.max(tat, d) + step
+local d = math.max(now, pause, tat - room)
+local spend = d - now <= tonumber(ARGV[5])
+if not spend and not fix then return d - now end
+if spend then tat = math.max(tat, d) + step end
 local hs = {ARGV[1], string.format('%d', tat)}
 if fix then
   hs[3] = 'pause'
