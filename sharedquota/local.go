@@ -2,23 +2,22 @@ package sharedquota
 
 import (
 	"github.com/headway-go/headway"
+	"github.com/headway-go/headway/internal/gcra"
 )
 
 // localPacer is the GCRA pacer of one key in this process alone, used while
-// Redis is away: the same algorithm as the shared one, at the key's limits
-// divided among the live processes. Time is in nanoseconds of the quota's
-// monotonic clock. Its owner locks.
+// Redis is away: the same rule as the shared one (package internal/gcra),
+// at the key's limits divided among the live processes. Time is in
+// nanoseconds of the quota's monotonic clock. Its owner locks.
 type localPacer struct {
-	interval []int64
-	burst    []int64
-	units1   []bool // the limit counts requests: one unit whatever the cost
-	tat      []int64
-	live     int64
-	limits   []headway.Limit
+	buckets gcra.Buckets
+	live    int64
+	limits  []headway.Limit
 }
 
 // configure paces the pacer at limits shared among live processes. The
-// buckets keep their state when neither changed.
+// buckets keep their state when neither changed, and their TATs when only
+// the number of processes did.
 func (p *localPacer) configure(limits []headway.Limit, live int64) {
 	live = max(live, 1)
 	if live == p.live && sameLimits(limits, p.limits) {
@@ -26,17 +25,14 @@ func (p *localPacer) configure(limits []headway.Limit, live int64) {
 	}
 	p.limits = append(p.limits[:0], limits...)
 	p.live = live
-	n := len(limits)
-	if len(p.tat) != n {
-		p.tat = make([]int64, n)
+	if len(p.buckets) != len(limits) {
+		p.buckets = make(gcra.Buckets, len(limits))
 	}
-	p.interval = p.interval[:0]
-	p.burst = p.burst[:0]
-	p.units1 = p.units1[:0]
-	for _, l := range limits {
-		p.interval = append(p.interval, int64(l.Interval())*live)
-		p.burst = append(p.burst, max(burstOf(l)/live, 1))
-		p.units1 = append(p.units1, l.Unweighted)
+	for i, l := range limits {
+		b := &p.buckets[i]
+		b.Interval = gcra.SatMul(int64(l.Interval()), live)
+		b.Burst = max(burstOf(l)/live, 1)
+		b.Unweighted = l.Unweighted
 	}
 }
 
@@ -44,24 +40,12 @@ func (p *localPacer) configure(limits []headway.Limit, live int64) {
 // pauseUntil, and returns when it may leave; it spends nothing when that is
 // more than within from now.
 func (p *localPacer) reserve(now, pauseUntil, cost, within int64) int64 {
-	d := max(now, pauseUntil)
-	for i := range p.tat {
-		d = max(d, p.tat[i]+(p.units(i, cost)-p.burst[i])*p.interval[i])
-	}
+	d := p.buckets.Earliest(max(now, pauseUntil), 1, cost)
 	if d-now > within {
 		return d
 	}
-	for i := range p.tat {
-		p.tat[i] = max(p.tat[i], d) + p.units(i, cost)*p.interval[i]
-	}
+	p.buckets.Take(d, cost)
 	return d
-}
-
-func (p *localPacer) units(i int, cost int64) int64 {
-	if p.units1[i] {
-		return 1
-	}
-	return cost
 }
 
 func burstOf(l headway.Limit) int64 {

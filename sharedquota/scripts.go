@@ -40,7 +40,9 @@ import (
 // current (see learnScript): its fields "li" (T, µs), "lb" (burst) and "lu"
 // (the instant it lapses, µs) make one limit of one unit a request, whose
 // TAT is the field "lt".
-var reserveScript = redis.NewScript(`
+var reserveScript = redis.NewScript(reserveSrc)
+
+const reserveSrc = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local slots = tonumber(ARGV[1])
@@ -97,7 +99,7 @@ if n > 0 then
   end
 end
 return waits
-`)
+`
 
 // reserveOneScript is reserveScript for the common case of one limit and
 // one slot, with the arithmetic done by the client: it returns the wait as
@@ -110,7 +112,9 @@ return waits
 // the TAT may be for the request to leave at once); ARGV[3]: the units
 // times T, in µs; ARGV[4]: the margin of the TTL, in µs; ARGV[5]: the
 // longest wait worth spending the slot on, in µs.
-var reserveOneScript = redis.NewScript(`
+var reserveOneScript = redis.NewScript(reserveOneSrc)
+
+const reserveOneSrc = `
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 local v = redis.call('HMGET', KEYS[1], 'pause', 'exp', ARGV[1])
@@ -129,7 +133,7 @@ else
   redis.call('HSET', KEYS[1], ARGV[1], string.format('%d', tat))
 end
 return d - now
-`)
+`
 
 // pauseScript makes the quota's pause last at least ARGV[1] µs from now; a
 // pause never shortens a longer one. It returns the time left of the
@@ -137,7 +141,9 @@ return d - now
 //
 // KEYS[1]: the quota's hash; ARGV[1]: the pause in µs; ARGV[2]: the margin
 // of the TTL, in ms.
-var pauseScript = redis.NewScript(`
+var pauseScript = redis.NewScript(pauseSrc)
+
+const pauseSrc = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local untl = now + tonumber(ARGV[1])
@@ -156,7 +162,7 @@ if exp < untl + margin / 2 then
   redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000)))
 end
 return untl - now
-`)
+`
 
 // pausedScript returns the time left of the quota's pause, in µs; 0 when
 // there is none.
