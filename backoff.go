@@ -55,7 +55,8 @@ import (
 // response, a *RetryError.
 type RetryOptions struct {
 	// MaxAttempts is the most times a request is sent, the first one
-	// included. The default is 4; 1 disables retries.
+	// included. Zero or a negative value means the default, 4; 1 disables
+	// retries.
 	MaxAttempts int
 
 	// MaxElapsed bounds the time from the first attempt to the start of the

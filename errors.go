@@ -24,6 +24,10 @@ var (
 	// negative.
 	ErrInvalidCost = errors.New("headway: invalid cost")
 
+	// errNilResponse is the error of an attempt whose base RoundTripper
+	// returned neither a response nor an error.
+	errNilResponse = errors.New("headway: base RoundTripper returned a nil response and a nil error")
+
 	// errEvicted tells acquire's caller that the key was evicted between
 	// look-up and lock; it never reaches a user.
 	errEvicted = errors.New("headway: key evicted")

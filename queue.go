@@ -129,6 +129,11 @@ type keyState struct {
 	// held for the cap at most; a request whose wait would be longer fails
 	// at once (see holdStated).
 	statedUntil int64
+
+	// The bare throttles of a key with configured limits: the departures
+	// sent when the last one came, and when the last rareThrottles came.
+	throttleSeq uint64
+	throttleAt  [rareThrottles]int64
 }
 
 // acquire waits until a request of the given cost may leave on k, or fails.
@@ -457,10 +462,17 @@ func (k *keyState) observe(now int64, seq uint64, sig *Signal) {
 			w.ready <- struct{}{}
 		}
 	}
-	if sig.Throttled && !sig.HasRemaining && !k.model.known && sig.Retryable {
+	if sig.Throttled && !sig.HasRemaining && !k.model.known && sig.Retryable && !k.rareThrottle(now, seq) {
 		if !k.aimd.active {
 			k.aimd.ceiling = k.ceiling()
 			k.model.track() // the cuts to come measure what was sent
+			if k.throttleSeq > 0 {
+				// Throttles came before, taken as accidents: this one is no
+				// first burst, but of a key at its configured pace, whose
+				// burst went out after each pause.
+				k.aimd.active, k.aimd.wmax, k.aimd.burst = true, k.aimd.ceiling, float64(k.minBurst())
+				k.aimd.cutAt = now - int64(time.Hour)
+			}
 		}
 		n, span, known := k.model.recent(now, pausedTill)
 		k.aimd.throttled(now, seq, k.sent, n, span, known, known && pausedTill > now-int64(time.Second))
@@ -475,6 +487,47 @@ func (k *keyState) observe(now int64, seq uint64, sig *Signal) {
 		}
 	}
 	k.dispatch(now)
+}
+
+// rareThrottles is how many throttles a key with configured limits takes
+// within rareSpan as accidents (a burst bunched up by the network) before
+// it lowers its pace below the limits.
+const (
+	rareThrottles = 2
+	rareSpan      = 10 * time.Second
+)
+
+// rareThrottle reports, under k.mu, whether a bare throttle of departure
+// seq at now is one that a key with configured limits trusts them through:
+// it pauses for the wait the server states, then goes back to its
+// configured pace, as long as no more than rareThrottles throttles came
+// within rareSpan. Throttles of requests sent before the previous one came
+// are the same accident. A key without limits, or one already adapting,
+// has no pace to trust.
+func (k *keyState) rareThrottle(now int64, seq uint64) bool {
+	if len(k.pacer.buckets) == 0 || k.aimd.active {
+		return false
+	}
+	if seq <= k.throttleSeq {
+		return true
+	}
+	k.model.track() // if the throttles keep coming, what was sent tells the pace
+	rare := k.throttleAt[0] == 0 || now-k.throttleAt[0] > int64(rareSpan)
+	copy(k.throttleAt[:], k.throttleAt[1:])
+	k.throttleAt[rareThrottles-1] = now
+	k.throttleSeq = k.sent
+	return rare
+}
+
+// minBurst returns the smallest burst of k's limits; 0 when it has none.
+func (k *keyState) minBurst() int64 {
+	var m int64
+	for i, b := range k.pacer.buckets {
+		if i == 0 || b.Burst < m {
+			m = b.Burst
+		}
+	}
+	return m
 }
 
 // ceiling returns the fastest rate, per second, that k's limits allow in

@@ -313,7 +313,7 @@ type SignalParser struct {
 	Dialects []Dialect
 
 	// MaxWait is the longest stated delay worth sleeping on; a longer one
-	// sets Signal.TooLong. Zero means DefaultMaxWait.
+	// sets Signal.TooLong. Zero or a negative value means DefaultMaxWait.
 	MaxWait time.Duration
 }
 
@@ -386,7 +386,9 @@ func (p *SignalParser) parse(in *SignalInput, fam family) Signal {
 		}
 	}
 	for _, d := range dialects {
-		d.Parse(w, s)
+		if d != nil {
+			d.Parse(w, s)
+		}
 	}
 	sanitize(s, maxWait)
 	return *s

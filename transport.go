@@ -178,6 +178,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			last = nil
 		}
 		resp, err := t.base.RoundTrip(out)
+		if resp == nil && err == nil {
+			err = errNilResponse // a broken base: an error, not a panic
+		}
 		if o != nil {
 			o.sent(ctx, req, key, err)
 		}

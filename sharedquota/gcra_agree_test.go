@@ -19,7 +19,8 @@ import (
 // holds the two to the same decisions: it runs one sequence of (time,
 // cost, slots, within, pause) through internal/gcra and through the
 // scripts on a real Redis, with their arguments built by the code that
-// builds them for Reserve, and compares every wait.
+// builds them for Reserve (no fallback floors, valid state: the scripts'
+// repairs of bad values are tested apart), and compares every wait.
 //
 // The scripts read Redis's clock, which a test cannot set, so they run
 // with their one `redis.call('TIME')` swapped for a read of a clock the
@@ -46,6 +47,8 @@ func TestGCRAAgreesWithLua(t *testing.T) {
 	pause := withTestClock(t, pauseSrc)
 	prefix := testPrefix(t)
 	const marginMs = 10 * 60 * 1000 // the TTLs outlast the test's clock
+	q := newQuota(t, c)             // for its cap on waits and replies
+	capUs, most := q.capUs(), q.maxReplyUs()
 
 	cases := []struct {
 		name   string
@@ -78,7 +81,7 @@ func TestGCRAAgreesWithLua(t *testing.T) {
 				ks             keyState
 				spent, refused int
 				rng            = rand.New(rand.NewPCG(uint64(ci), 13))
-				withins        = []int64{0, 50_000, 200_000, 1_000_000, int64(forever / time.Microsecond)}
+				withins        = []int64{0, 50_000, 200_000, 1_000_000, capUs}
 				setClock       = func() {
 					if err := c.HSet(ctx, key, "test:s", now/1_000_000, "test:us", now%1_000_000).Err(); err != nil {
 						t.Fatal(err)
@@ -90,8 +93,8 @@ func TestGCRAAgreesWithLua(t *testing.T) {
 				setClock()
 				if rng.IntN(25) == 0 {
 					p := rng.Int64N(2_000_000)
-					pauseUntil = max(pauseUntil, now+p)
-					v, err := pause.Run(ctx, c, []string{key}, p, marginMs).Result()
+					pauseUntil = max(pauseUntil, now+min(p, capUs))
+					v, err := pause.Run(ctx, c, []string{key}, p, marginMs, capUs).Result()
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -126,23 +129,23 @@ func TestGCRAAgreesWithLua(t *testing.T) {
 				// Lua, with Reserve's arguments.
 				var got []int64
 				if tc.one {
-					args := append(ks.oneArgsFor(tc.limits[0], cost, marginMs), within)
+					args := append(ks.oneArgsFor(tc.limits[0], cost, marginMs), within, capUs, 0, 0)
 					v, err := reserveOne.Run(ctx, c, []string{key}, args...).Result()
 					if err != nil {
 						t.Fatal(err)
 					}
-					w, err := waitReply(v)
+					w, err := waitReply(v, most)
 					if err != nil {
 						t.Fatal(err)
 					}
 					got = []int64{w}
 				} else {
-					args := ks.argsFor(tc.limits, cost, slots, marginMs, within)
+					args := argsFor(tc.limits, cost, slots, marginMs, within, capUs, 0, make([]int64, len(tc.limits)))
 					v, err := reserve.Run(ctx, c, []string{key}, args...).Result()
 					if err != nil {
 						t.Fatal(err)
 					}
-					if got, err = waitsReply(nil, v, slots); err != nil {
+					if got, err = waitsReply(nil, v, slots, most); err != nil {
 						t.Fatal(err)
 					}
 				}

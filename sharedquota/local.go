@@ -9,31 +9,39 @@ import (
 // Redis is away: the same rule as the shared one (package internal/gcra),
 // at the key's limits divided among the live processes. Time is in
 // nanoseconds of the quota's monotonic clock. Its owner locks.
+//
+// It starts empty, not full: when Redis went away, the other processes may
+// just have spent the shared burst, and each of them falls back at once
+// too. Its departures are what the process tells Redis when it comes back
+// (floors), so that a Redis restarted empty does not hand the fleet a
+// fresh burst on top of what it sent meanwhile.
 type localPacer struct {
 	buckets gcra.Buckets
 	live    int64
 	limits  []headway.Limit
 }
 
-// configure paces the pacer at limits shared among live processes. The
-// buckets keep their state when neither changed, and their TATs when only
-// the number of processes did.
-func (p *localPacer) configure(limits []headway.Limit, live int64) {
+// start paces the pacer at limits shared among live processes, with every
+// bucket empty at from: the first request leaves one interval after it.
+func (p *localPacer) start(limits []headway.Limit, live, from int64) {
 	live = max(live, 1)
-	if live == p.live && sameLimits(limits, p.limits) {
-		return
-	}
 	p.limits = append(p.limits[:0], limits...)
 	p.live = live
-	if len(p.buckets) != len(limits) {
-		p.buckets = make(gcra.Buckets, len(limits))
+	p.buckets = p.buckets[:0]
+	for _, l := range limits {
+		iv := gcra.SatMul(int64(l.Interval()), live)
+		b := max(burstOf(l)/live, 1)
+		p.buckets = append(p.buckets, gcra.Bucket{Interval: iv, Burst: b, TAT: gcra.SatAdd(from, gcra.SatMul(b, iv)), Unweighted: l.Unweighted})
 	}
-	for i, l := range limits {
-		b := &p.buckets[i]
-		b.Interval = gcra.SatMul(int64(l.Interval()), live)
-		b.Burst = max(burstOf(l)/live, 1)
-		b.Unweighted = l.Unweighted
+}
+
+// configure paces the pacer at limits shared among live processes, keeping
+// its state when neither changed, starting it empty at from when they did.
+func (p *localPacer) configure(limits []headway.Limit, live, from int64) {
+	if max(live, 1) == p.live && sameLimits(limits, p.limits) {
+		return
 	}
+	p.start(limits, live, from)
 }
 
 // reserve spends one request of cost units at now, no earlier than
@@ -46,6 +54,21 @@ func (p *localPacer) reserve(now, pauseUntil, cost, within int64) int64 {
 	}
 	p.buckets.Take(d, cost)
 	return d
+}
+
+// floors returns, for each of limits, how far ahead of now (in µs) this
+// pacer has spent the limit: the least TAT the shared quota may hold for it
+// once Redis is back. Limits the pacer does not pace get 0.
+func (p *localPacer) floors(dst []int64, limits []headway.Limit, now int64) []int64 {
+	same := sameLimits(limits, p.limits)
+	for i := range limits {
+		f := int64(0)
+		if same {
+			f = max(p.buckets[i].TAT-now, 0) / 1000
+		}
+		dst = append(dst, f)
+	}
+	return dst
 }
 
 func burstOf(l headway.Limit) int64 {
