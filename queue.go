@@ -38,6 +38,7 @@ type waiter struct {
 	arrival    int64  // when it joined the queue
 	seq        uint64 // its departure's number, once admitted
 	at         int64  // when it was free to leave, once admitted
+	deadline   int64  // when it must have left, by its context or MaxWait; 0: never
 	admitted   bool
 	err        error // why it failed in the queue, instead of being admitted
 }
@@ -116,6 +117,7 @@ type keyState struct {
 	probing  atomic.Bool  // no response has come yet
 	budget   *retryBudget // nil when budgets are off
 	br       *breaker     // nil without WithBreaker
+	out      outage       // whether its host is down; see outage.go
 	queue    waitList
 	inflight int          // counted only with a bound on it
 	unseen   atomic.Int32 // departures whose outcome the key has not yet taken in
@@ -159,7 +161,7 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool) (departu
 		}
 	}
 	// Fast path: nobody waits, a slot is free and the pacer allows it now.
-	if k.queue.head == nil && k.hasSlot() {
+	if k.queue.head == nil && k.hasSlot() && k.outageGate(now) {
 		if d := k.earliest(now, 1, cost); d <= now {
 			seq := k.take(now, cost)
 			k.mu.Unlock()
@@ -171,6 +173,7 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool) (departu
 		return departure{}, err
 	}
 	w := &waiter{ready: make(chan struct{}, 1), cost: cost, arrival: now}
+	w.deadline = k.deadline(ctx, now)
 	if front {
 		k.queue.pushFront(w)
 	} else {
@@ -215,7 +218,7 @@ func (k *keyState) earliest(now, n, cost int64) int64 {
 	if k.aimd.active {
 		d = k.aimdB.Earliest(d, n, cost)
 	}
-	return d
+	return k.outageFloor(d)
 }
 
 // take records a departure at d and returns its number.
@@ -230,6 +233,7 @@ func (k *keyState) take(d, cost int64) uint64 {
 		k.firstAt = d
 	}
 	k.sent++
+	k.outageTake(k.sent)
 	k.unseen.Add(1)
 	k.occupy()
 	return k.sent
@@ -254,15 +258,21 @@ func (k *keyState) admissible(ctx context.Context, now, cost int64, front bool) 
 		n, ahead = 1, cost
 	}
 	wait := time.Duration(k.earliest(now, n, ahead) - now)
+	var err *WaitError
 	if opts.MaxWait > 0 && wait > opts.MaxWait {
-		return &WaitError{Wait: wait, Allowed: opts.MaxWait}
-	}
-	if dl, ok := ctx.Deadline(); ok {
+		err = &WaitError{Wait: wait, Allowed: opts.MaxWait}
+	} else if dl, ok := ctx.Deadline(); ok {
 		if left := dl.Sub(k.t.clock()); wait > left {
-			return &WaitError{Wait: wait, Allowed: max(left, 0)}
+			err = &WaitError{Wait: wait, Allowed: max(left, 0)}
 		}
 	}
-	return nil
+	if err == nil {
+		return nil
+	}
+	if next, ok := k.nextProbe(); ok && next >= now+int64(wait) {
+		err.NextProbe = k.t.wall(next) // the host is down: the wait is for its probe
+	}
+	return err
 }
 
 // wait blocks until w is admitted, its context ends or MaxWait passes.
@@ -294,6 +304,8 @@ func (k *keyState) abandon(w *waiter) {
 	if w.admitted {
 		k.pacer.giveBack(now, w.cost)
 		k.releaseLocked(now)
+		k.settleLocked(now, w.seq, hostUnknown)
+		k.out.lastAnswer.Store(now + 1)
 		k.seen()
 	} else {
 		k.queue.remove(w)
@@ -350,6 +362,12 @@ func (k *keyState) dispatch(now int64) {
 		if !k.hasSlot() {
 			break // release dispatches again
 		}
+		if !k.outageGate(now) {
+			if k.out.probing {
+				break // the probe's answer dispatches again
+			}
+			return // a stall: the next answer dispatches again, or the timer
+		}
 		d := k.earliest(max(w.arrival, k.freedAt), 1, w.cost)
 		if d == math.MaxInt64 {
 			if k.probing.Load() {
@@ -401,7 +419,7 @@ func (k *keyState) onTimer() {
 // nothing owed to the pacer, no pause, nothing being learned.
 func (k *keyState) idle(now int64) bool {
 	return k.queue.head == nil && k.inflight == 0 && k.unseen.Load() == 0 && k.timerAt == 0 && k.pacer.idle(now) &&
-		k.model.idle(now) && k.aimd.idle(now) && k.host.pauseUntil.Load() <= now && k.statedUntil <= now
+		k.model.idle(now) && k.aimd.idle(now) && k.host.pauseUntil.Load() <= now && k.statedUntil <= now && !k.out.down
 }
 
 // holdStated applies, under k.mu at now, a wait the server named that was
@@ -415,6 +433,22 @@ func (k *keyState) holdStated(now int64) error {
 	}
 	k.pacer.pause(k.statedUntil)
 	return nil
+}
+
+// deadline returns, on the pacer's clock, when a request with ctx that
+// joins the queue at now must have left: its context's deadline or the
+// end of MaxWait, whichever comes first; 0 for neither.
+func (k *keyState) deadline(ctx context.Context, now int64) int64 {
+	var d int64
+	if mw := k.t.cfg.queue.MaxWait; mw > 0 {
+		d = satAdd(now, int64(mw))
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		if c := max(int64(dl.Sub(k.t.epoch)), 1); d == 0 || c < d {
+			d = c
+		}
+	}
+	return d
 }
 
 // probeWait bounds how long a key with no limit waits for the answer to
