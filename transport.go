@@ -189,7 +189,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			k.endProbe()
 			k.release()
 		} else {
-			sig = t.observe(k, dep, resp)
+			sig = t.observe(k, dep, req.URL.Path, resp)
 			t.pauseShared(ctx, key, &sig)
 			t.learnShared(ctx, key, k, &sig)
 		}
@@ -261,7 +261,7 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 				return nil, departure{}, nil, err
 			}
 		}
-		dep, err := k.acquire(ctx, cost, front)
+		dep, err := k.acquire(ctx, cost, front, req.URL.Path)
 		switch {
 		case err == errEvicted:
 			done(outcomeExcluded)
@@ -301,7 +301,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // observe reads what resp, the response to departure dep of k, says about
 // its key's rate limit, and tells the key. A response that says nothing
 // costs no lock and no clock reading.
-func (t *Transport) observe(k *keyState, dep departure, resp *http.Response) Signal {
+func (t *Transport) observe(k *keyState, dep departure, route string, resp *http.Response) Signal {
 	fam := scanHeader(resp.Header)
 	if !t.parser.mayCarry(resp.StatusCode, fam) {
 		k.endProbe()
@@ -326,7 +326,11 @@ func (t *Transport) observe(k *keyState, dep departure, resp *http.Response) Sig
 			k.host.observeDate(date, t.wall(dep.at), t.wall(now))
 		}
 	}
-	k.observe(now, dep.seq, &sig)
+	// A reset stated to the second (a delta in whole seconds, an epoch or a
+	// date) is known to a second only, whatever its fraction after the
+	// clock offset is taken off.
+	coarse := sig.Reset%time.Second == 0 || in.ServerTime().Add(sig.Reset).Nanosecond() == 0
+	k.observe(now, dep, route, &sig, coarse)
 	return sig
 }
 
