@@ -24,6 +24,10 @@ var (
 	// negative.
 	ErrInvalidCost = errors.New("headway: invalid cost")
 
+	// errNilResponse is the error of an attempt whose base RoundTripper
+	// returned neither a response nor an error.
+	errNilResponse = errors.New("headway: base RoundTripper returned a nil response and a nil error")
+
 	// errEvicted tells acquire's caller that the key was evicted between
 	// look-up and lock; it never reaches a user.
 	errEvicted = errors.New("headway: key evicted")
@@ -31,25 +35,45 @@ var (
 
 // A WaitError reports that a request failed without being sent because the
 // wait for its slot was longer than it was allowed to wait: the time left
-// before its context's deadline, or QueueOptions.MaxWait.
+// before its context's deadline, QueueOptions.MaxWait, or, for a wait the
+// server named (Stated), the cap set by WithMaxRetryAfter.
 //
-// It matches both ErrWaitTooLong and context.DeadlineExceeded with
-// errors.Is, and reports Timeout() true like other net/http timeouts.
+// It matches ErrWaitTooLong with errors.Is, and context.DeadlineExceeded
+// unless Stated, and reports Timeout() true like other net/http timeouts.
 type WaitError struct {
 	// Wait is the wait that was needed, at least. When MaxWait expired
-	// while waiting, it is MaxWait.
+	// while waiting, it is MaxWait. When Stated, it is what is left of the
+	// wait the server named.
 	Wait time.Duration
 	// Allowed is the wait the request could afford.
 	Allowed time.Duration
+	// NextProbe is set when the wait is for the host of the request's key
+	// to come back: the key is probing it after failures (5xx, broken
+	// connections, timeouts), and NextProbe is when its next probe goes.
+	// It is zero otherwise.
+	NextProbe time.Time
+	// Stated reports that Wait was named by the server (Retry-After, or
+	// the reset of an exhausted quota) and is longer than the cap set by
+	// WithMaxRetryAfter, which Allowed holds.
+	Stated bool
 }
 
 // Error describes the failure.
 func (e *WaitError) Error() string {
+	if !e.NextProbe.IsZero() {
+		return fmt.Sprintf("headway: host down, next probe in %v, exceeds the %v allowed", e.Wait, e.Allowed)
+	}
+	if e.Stated {
+		return fmt.Sprintf("headway: the server named a wait of %v, above the cap of %v", e.Wait, e.Allowed)
+	}
 	return fmt.Sprintf("headway: wait of %v exceeds the %v allowed", e.Wait, e.Allowed)
 }
 
-// Unwrap returns ErrWaitTooLong and context.DeadlineExceeded.
+// Unwrap returns ErrWaitTooLong and, unless Stated, context.DeadlineExceeded.
 func (e *WaitError) Unwrap() []error {
+	if e.Stated {
+		return []error{ErrWaitTooLong}
+	}
 	return []error{ErrWaitTooLong, context.DeadlineExceeded}
 }
 

@@ -70,3 +70,47 @@ type hostMux map[string]http.RoundTripper
 func (m hostMux) RoundTrip(req *http.Request) (*http.Response, error) {
 	return m[req.URL.Host].RoundTrip(req)
 }
+
+// An Azure OpenAI deployment with 120,000 tokens a minute gets 720
+// requests a minute with them; every resource of the pattern, and every
+// deployment of a resource, has keys of its own. A request's cost is the
+// tokens Azure counts for it.
+func ExampleAzureOpenAI() {
+	p := headway.AzureOpenAI("*.openai.azure.com", 120_000)
+	for _, l := range p.Limits {
+		fmt.Println(l)
+	}
+	t := headway.New(nil, p)
+	defer t.CloseIdleConnections()
+	ctx := headway.WithCost(context.Background(), 1500) // max_tokens 1500, a short prompt
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost,
+		"https://contoso.openai.azure.com/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21", nil)
+	_ = req // client.Do(req), with client := &http.Client{Transport: t}
+	// Output:
+	// 720/1m0s burst 12 requests
+	// 120000/1m0s burst 20000
+}
+
+// A HubSpot private app on a Professional account: 190 requests per 10 s,
+// and 625,000 a day spread evenly; CRM search at 5 a second on a key of
+// its own.
+func ExampleHubSpot() {
+	for _, l := range headway.HubSpot(190, 625_000).Limits {
+		fmt.Println(l, "every", l.Interval())
+	}
+	// Output:
+	// 190/10s every 52.631579ms
+	// 625000/24h0m0s every 138.24ms
+}
+
+// A GitHub Enterprise Server whose administrator set 10,000 requests an
+// hour: the keys, search and write limits stay GitHub's.
+func ExampleGitHubEnterprise() {
+	p := headway.GitHubEnterprise("github.example.com")
+	p.Limits = []headway.Limit{headway.PerHour(10_000)}
+	t := headway.New(nil, p)
+	defer t.CloseIdleConnections()
+	fmt.Println(p.Host, p.Limits[0].Interval())
+	// Output:
+	// github.example.com 360ms
+}

@@ -59,6 +59,9 @@ type PauseEvent struct {
 	Request *http.Request // the caller's request; it must not be changed
 	Wait    time.Duration // how long from now nothing of the key leaves
 	Global  bool          // the pause holds every key of the request's host
+	// Stated is the wait the server named when it was above the cap of
+	// WithMaxRetryAfter, and Wait the cap; 0 otherwise.
+	Stated time.Duration
 }
 
 // RetryEvent is a request about to be sent again.
@@ -185,7 +188,7 @@ func (o *observer) sent(ctx context.Context, req *http.Request, key string, err 
 }
 
 // throttled notes a throttled response, and the pause it caused, if any.
-func (o *observer) throttled(ctx context.Context, req *http.Request, key string, attempt int, resp *http.Response, sig *Signal) {
+func (o *observer) throttled(ctx context.Context, req *http.Request, key string, attempt int, resp *http.Response, sig *Signal, limit time.Duration) {
 	var wait time.Duration
 	if sig.HasWait {
 		wait = sig.Wait
@@ -204,6 +207,10 @@ func (o *observer) throttled(ctx context.Context, req *http.Request, key string,
 		return
 	}
 	global := sig.Scope == ScopeGlobal
+	var stated time.Duration
+	if wait > limit {
+		stated, wait = wait, limit
+	}
 	if o.m != nil {
 		o.m.pauses.Add(ctx, 1, o.m.pauseOpts(global, req, key)...)
 	}
@@ -216,7 +223,20 @@ func (o *observer) throttled(ctx context.Context, req *http.Request, key string,
 			append(reqAttrs(req, key), slog.Duration("wait", wait), slog.String("scope", scope))...)
 	}
 	if h := o.hooks.OnPause; h != nil {
-		h(PauseEvent{Key: key, Request: req, Wait: wait, Global: global})
+		h(PauseEvent{Key: key, Request: req, Wait: wait, Global: global, Stated: stated})
+	}
+}
+
+// capped notes a response that named a wait above the cap limit: it holds
+// the key for the cap at most.
+func (o *observer) capped(ctx context.Context, req *http.Request, key string, status int, wait, limit time.Duration) {
+	if o.m != nil {
+		o.m.requests.Add(ctx, 1, o.m.outcomeOpts(reqCapped, req, key)...)
+	}
+	if o.log != nil && o.log.Enabled(ctx, slog.LevelWarn) {
+		o.log.LogAttrs(ctx, slog.LevelWarn, "headway: server named a wait above the cap",
+			append(reqAttrs(req, key), slog.Duration("wait", wait), slog.Duration("cap", limit),
+				slog.Int("status", status))...)
 	}
 }
 

@@ -18,7 +18,9 @@ import (
 //
 //	headway.requests          counter, {request}: attempts by outcome:
 //	                          sent (handed to the base RoundTripper),
-//	                          throttled, retried, error (no response), and
+//	                          throttled, retried, error (no response),
+//	                          wait_capped (the response named a wait above
+//	                          the cap of WithMaxRetryAfter), and
 //	                          rejected (failed in headway, unsent) with a
 //	                          reason: queue_full, wait_too_long,
 //	                          circuit_open, cost, canceled or other
@@ -97,10 +99,11 @@ const (
 	reqRetried
 	reqError
 	reqRejected
+	reqCapped
 	numReqOutcomes
 )
 
-var outcomeNames = [numReqOutcomes]string{"sent", "throttled", "retried", "error", "rejected"}
+var outcomeNames = [numReqOutcomes]string{"sent", "throttled", "retried", "error", "rejected", "wait_capped"}
 
 var rejectReasons = []string{reasonQueueFull, reasonWaitTooLong, reasonCircuitOpen, reasonCost, reasonCanceled, reasonOther}
 

@@ -3,6 +3,7 @@ package headway
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -58,10 +59,15 @@ func WithBreaker(s BreakerSettings) Option {
 	return optionFunc(func(c *config) { c.breaker = &s })
 }
 
-// WithMaxRetryAfter sets the longest wait a throttled response may name
-// for its request to be sent again after it; a longer one goes back to the
-// caller at once, and the key stays paused for the others. The default is
-// DefaultMaxWait, 10 minutes.
+// WithMaxRetryAfter caps the waits a server names (Retry-After, or the
+// reset of an exhausted quota). A throttled response that names a longer
+// wait goes back to the caller at once, unretried. Such a wait holds its
+// key for the cap at most, is logged at Warn and counted (the outcome
+// "wait_capped" of headway.requests; PauseEvent.Stated for a pause), and
+// while what is left of it is longer than the cap, a request on the key
+// fails at once, unsent, with a *WaitError whose Stated is true and whose
+// Wait is what is left; then the key waits out the rest. The default is
+// DefaultMaxWait, 10 minutes; a zero or negative d keeps the default.
 func WithMaxRetryAfter(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
@@ -72,9 +78,10 @@ func WithMaxRetryAfter(d time.Duration) Option {
 
 // WithDialects sets the rate-limit dialects read from responses, in place
 // of DefaultDialects(); append to DefaultDialects() to add a vendor.
-// Retry-After is always read.
+// Retry-After is always read. Nil dialects are left out: WithDialects(nil)
+// reads no dialect at all.
 func WithDialects(d ...Dialect) Option {
-	d = append([]Dialect{}, d...)
+	d = slices.DeleteFunc(append([]Dialect{}, d...), func(d Dialect) bool { return d == nil })
 	return optionFunc(func(c *config) { c.dialects = d })
 }
 
@@ -135,7 +142,7 @@ func WithKey(f KeyFunc) Option {
 // WithMaxInFlight bounds the requests of one key that are sent and not yet
 // finished, from the moment they leave until their response body is read
 // to the end or closed (or RoundTrip fails). The rest wait in the queue.
-// Zero, the default, means no bound.
+// Zero, the default, or a negative n means no bound.
 func WithMaxInFlight(n int) Option {
 	return optionFunc(func(c *config) { c.maxInFlight = max(n, 0) })
 }
@@ -177,21 +184,31 @@ func (c *config) costOf(req *http.Request) int64 {
 	return 1
 }
 
-// routeLimit is the limits of the requests to host whose path begins with
-// prefix (see Preset.PathPrefix).
+// routeLimit is the limits of the requests to host (or, for "*.example.com",
+// to its subdomains) whose path begins with prefix (see Preset.PathPrefix)
+// and, if match is set, that match reports true for.
 type routeLimit struct {
 	host, prefix string
+	match        func(*http.Request) bool
 	limits       []Limit
 }
 
-// limitsFor returns the limits of a new key whose first request is req.
+// matches reports whether req is one of r's requests.
+func (r *routeLimit) matches(req *http.Request) bool {
+	return matchHost(req, r.host) && strings.HasPrefix(req.URL.Path, r.prefix) && (r.match == nil || r.match(req))
+}
+
+// limitsFor returns the limits of a new key whose first request is req:
+// a route's of its host, else the host's, else a route's of a host
+// pattern ("*.example.com"), else the Transport's.
 func (c *config) limitsFor(req *http.Request) []Limit {
-	for i := len(c.routeLimits) - 1; i >= 0 && req.URL != nil; i-- {
-		if r := c.routeLimits[i]; matchHost(req, r.host) && strings.HasPrefix(req.URL.Path, r.prefix) {
-			return r.limits
-		}
+	if req.URL == nil {
+		return c.limits
 	}
-	if len(c.hostLimits) > 0 && req.URL != nil {
+	if l, ok := c.routeFor(req, false); ok {
+		return l
+	}
+	if len(c.hostLimits) > 0 {
 		host := strings.ToLower(req.URL.Host)
 		if l, ok := c.hostLimits[host]; ok {
 			return l
@@ -200,5 +217,19 @@ func (c *config) limitsFor(req *http.Request) []Limit {
 			return l
 		}
 	}
+	if l, ok := c.routeFor(req, true); ok {
+		return l
+	}
 	return c.limits
+}
+
+// routeFor returns the limits of the last route that matches req, among
+// those of host patterns if wild, else among those of hosts.
+func (c *config) routeFor(req *http.Request, wild bool) ([]Limit, bool) {
+	for i := len(c.routeLimits) - 1; i >= 0; i-- {
+		if r := &c.routeLimits[i]; strings.HasPrefix(r.host, "*.") == wild && r.matches(req) {
+			return r.limits, true
+		}
+	}
+	return nil, false
 }

@@ -34,7 +34,10 @@ type Preset struct {
 	Name string
 	// Host is the host the preset applies to, such as "api.github.com",
 	// matched without regard to case, with the request's port first and
-	// then without it, as in WithHostLimit. It must not be empty.
+	// then without it, as in WithHostLimit. "*.myshopify.com" matches
+	// every subdomain of myshopify.com: one preset for many shops, each
+	// with keys of its own; the limits of a host named outright win over a
+	// pattern's. It must not be empty.
 	Host string
 	// PathPrefix, when set, narrows the preset to the requests for Host
 	// whose path begins with it, such as "/search/": its limits then apply
@@ -49,6 +52,10 @@ type Preset struct {
 	// Transport's KeyFunc. It should start its keys with req.URL.Host, as
 	// KeyByHeader does, so that they never collide with another host's.
 	Key KeyFunc
+
+	// routes are limits of their own for some of Host's requests (by path
+	// under PathPrefix, or by method), which Key gives keys of their own.
+	routes []routeLimit
 }
 
 // apply gives the requests for p.Host the limits of p, and wraps the
@@ -59,10 +66,15 @@ func (p Preset) apply(c *config) {
 	if host == "" {
 		panic(fmt.Sprintf("headway: preset %q has no Host", p.Name))
 	}
-	if p.PathPrefix == "" {
+	switch {
+	case p.PathPrefix == "" && !strings.HasPrefix(host, "*."):
 		WithHostLimit(host, p.Limits...).apply(c)
-	} else {
+	case len(p.Limits) > 0 || p.PathPrefix != "":
 		c.routeLimits = append(c.routeLimits, routeLimit{host: host, prefix: p.PathPrefix, limits: append([]Limit(nil), p.Limits...)})
+	}
+	for _, r := range p.routes {
+		r.host, r.prefix, r.limits = host, p.PathPrefix+r.prefix, append([]Limit(nil), r.limits...)
+		c.routeLimits = append(c.routeLimits, r)
 	}
 	if p.Key == nil {
 		return
@@ -77,12 +89,27 @@ func (p Preset) apply(c *config) {
 }
 
 // matchHost reports whether req goes to host (lower case), matched as
-// config.limitsFor matches it: with the port, or without.
+// config.limitsFor matches it: with the port, or without. A host
+// "*.example.com" matches every subdomain of example.com.
 func matchHost(req *http.Request, host string) bool {
 	if req.URL == nil {
 		return false
 	}
+	if suffix, ok := strings.CutPrefix(host, "*"); ok && strings.HasPrefix(suffix, ".") {
+		h := req.URL.Hostname()
+		return len(h) > len(suffix) && strings.EqualFold(h[len(h)-len(suffix):], suffix)
+	}
 	return strings.EqualFold(req.URL.Host, host) || strings.EqualFold(req.URL.Hostname(), host)
+}
+
+// isWrite reports whether req's method changes something: POST, PUT,
+// PATCH or DELETE.
+func isWrite(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return true
+	}
+	return false
 }
 
 // keyByToken keys requests by host and the first of the headers names that
@@ -103,7 +130,8 @@ func keyByToken(names ...string) KeyFunc {
 
 // GitHub returns the Preset of the GitHub REST API at api.github.com, for
 // requests authenticated as a user (a personal access token or an OAuth
-// app's token), one key per token in the Authorization header:
+// app's token) or as a GitHub App installation, one key per token in the
+// Authorization header:
 //
 //   - 5,000 requests an hour per token, the primary limit, evenly spaced
 //     (one request every 720 ms). GitHub counts a fixed hour, which a
@@ -111,42 +139,75 @@ func keyByToken(names ...string) KeyFunc {
 //     Transport does not stop at X-RateLimit-Remaining: 0 before the
 //     next request leaves, so no burst is given. A short job that could
 //     spend the hour's quota at once is slower for it.
-//   - The secondary limits (900 points a minute for REST, a GET costing 1
-//     point; at most 100 requests in flight; 80 content-creating requests
-//     a minute) are not reached at that pace, except the last by a program
-//     that mostly writes; their 403s and 429s pause the key.
+//   - The secondary limits on content-creating requests, 80 a minute and
+//     500 an hour: POST, PATCH, PUT and DELETE requests (but GraphQL's)
+//     have a key of their own per token, paced to both, one every 7.2 s.
+//     Reads and writes are paced apart, each within 5,000 an hour; GitHub's
+//     X-RateLimit-Remaining, which counts both, holds them to the primary
+//     limit together. The other secondary limits (900 points a minute for
+//     REST, a GET costing 1 point and a write 5; at most 100 requests in
+//     flight) are not reached at these paces; their 403s and 429s pause
+//     the key.
+//   - Search (paths under /search/) at 30 a minute and code search
+//     (/search/code) at 10 a minute, each with a key of its own, as GitHub
+//     counts them apart from the primary limit; so has GraphQL (/graphql,
+//     paced to the 5,000 an hour, held to its points by GitHub's headers).
 //
-// Search (paths under /search/, and /search/code on its own) and GraphQL
-// (/graphql) have quotas of their own at GitHub, so they get keys of their
-// own: a spent search quota does not hold up the other requests. Those
-// keys are paced to the figures above too, which are higher than search's
-// 30 a minute; GitHub's headers (X-RateLimit-Resource: search) hold them
-// to it. A Transport that mostly searches should use GitHubSearch.
+// A GitHub App's installation access tokens (ghs_...) expire after an
+// hour, and the next token spends the same installation's quota: every
+// installation token shares one key, so that the pacing and what GitHub's
+// headers said survive the rotation. An app that serves several
+// installations from one Transport should key them apart (Preset.Key);
+// an installation's own limit is 5,000 to 15,000 an hour. Unauthenticated
+// requests (60 an hour per IP address) and GitHub Actions' GITHUB_TOKEN
+// (1,000 an hour per repository) have lower limits: change Limits. For
+// GitHub Enterprise Server, use GitHubEnterprise.
 //
-// Unauthenticated requests (60 an hour per IP address), GitHub Actions'
-// GITHUB_TOKEN (1,000 an hour per repository) and GitHub App installations
-// (5,000 to 15,000 an hour) have other limits: change Limits. For GitHub
-// Enterprise Server, change Host too.
-//
-// Source: docs.github.com, "Rate limits for the REST API", as published in 2025.
+// Source: docs.github.com, "Rate limits for the REST API" and "REST API
+// endpoints for search", as published in 2025 and read again for this
+// release (2026-11).
 func GitHub() Preset {
 	return Preset{
 		Name:   "github",
 		Host:   "api.github.com",
 		Limits: []Limit{PerHour(5000)},
-		Key:    keyGitHub,
+		Key:    keyGitHub(""),
+		routes: githubRoutes(""),
 	}
 }
 
+// githubRoutes are the limits of GitHub's requests that have quotas of
+// their own, for an API whose paths begin with base.
+func githubRoutes(base string) []routeLimit {
+	graphql := githubGraphQL(base)
+	return []routeLimit{
+		{match: func(req *http.Request) bool { return isWrite(req) && !isGitHubQuota(req.URL.Path, base, graphql) },
+			limits: []Limit{PerMinute(80), PerHour(500)}},
+		{prefix: base + "/search/", limits: []Limit{PerMinute(30)}},
+		{prefix: base + "/search/code", limits: []Limit{PerMinute(10)}},
+	}
+}
+
+// isGitHubQuota reports whether path spends a quota of its own: search or
+// GraphQL.
+func isGitHubQuota(path, base, graphql string) bool {
+	return strings.HasPrefix(path, base+"/search/") || path == graphql
+}
+
+// githubGraphQL returns the path of the GraphQL API beside a REST API at
+// base: /graphql, or /api/graphql for /api/v3.
+func githubGraphQL(base string) string {
+	if base == "" {
+		return "/graphql"
+	}
+	return strings.TrimSuffix(base, "/v3") + "/graphql"
+}
+
 // GitHubSearch returns the Preset of GitHub's search API (api.github.com,
-// paths under /search/), for a Transport that only searches: 30 requests
-// a minute per token, one every 2 s. Code search (/search/code) allows 10
-// a minute; it has a key of its own, held to its quota by GitHub's
-// headers. Keys are those of GitHub.
-//
-// GitHub and GitHubSearch apply to the same host: on one Transport the
-// later one's limits apply to every request for api.github.com. Give
-// searches a Transport (and an http.Client) of their own.
+// paths under /search/): 30 requests a minute per token, one every 2 s,
+// and code search (/search/code) 10 a minute, each with a key of its own;
+// keys are those of GitHub. GitHub includes it: GitHubSearch is for a
+// Transport that only searches, and changes nothing beside GitHub.
 //
 // Source: docs.github.com, "Rate limits for the REST API" and "REST API
 // endpoints for search", as published in 2025 (authenticated requests; 10 a
@@ -157,23 +218,63 @@ func GitHubSearch() Preset {
 		Host:       "api.github.com",
 		PathPrefix: "/search/",
 		Limits:     []Limit{PerMinute(30)},
-		Key:        keyGitHub,
+		Key:        keyGitHub(""),
+		routes:     []routeLimit{{prefix: "code", limits: []Limit{PerMinute(10)}}},
 	}
 }
 
-// keyGitHub keys GitHub's requests by token and by the quota (GitHub's
-// "resource") that the path spends.
-func keyGitHub(req *http.Request) string {
-	resource := "core"
-	switch p := req.URL.Path; {
-	case p == "/search/code" || strings.HasPrefix(p, "/search/code/"):
-		resource = "code_search"
-	case strings.HasPrefix(p, "/search/"):
-		resource = "search"
-	case p == "/graphql":
-		resource = "graphql"
+// GitHubEnterprise returns the Preset of a GitHub Enterprise Server's REST
+// API at host (such as "github.example.com"), paths under /api/v3, and its
+// GraphQL API at /api/graphql: keys and limits as GitHub's. A GitHub
+// Enterprise Server has rate limits only when its administrator turns them
+// on, at figures of the administrator's choosing; this preset assumes
+// GitHub.com's, which errs on the side of the limits being on. Change
+// Limits to your site's figures. GitHub Enterprise Cloud is api.github.com:
+// use GitHub (its installations may send up to 15,000 an hour).
+//
+// Source: docs.github.com/enterprise-server, "Configuring rate limits", as
+// published in 2025.
+func GitHubEnterprise(host string) Preset {
+	return Preset{
+		Name:   "github-enterprise",
+		Host:   host,
+		Limits: []Limit{PerHour(5000)},
+		Key:    keyGitHub("/api/v3"),
+		routes: githubRoutes("/api/v3"),
 	}
-	return req.URL.Host + "\x00" + req.Header.Get("Authorization") + "\x00" + resource
+}
+
+// keyGitHub keys GitHub's requests, for a REST API whose paths begin with
+// base, by token and by the quota (GitHub's "resource") that the request
+// spends, writes apart.
+func keyGitHub(base string) KeyFunc {
+	graphql := githubGraphQL(base)
+	return func(req *http.Request) string {
+		resource := "core"
+		switch p := req.URL.Path; {
+		case p == base+"/search/code" || strings.HasPrefix(p, base+"/search/code/"):
+			resource = "code_search"
+		case strings.HasPrefix(p, base+"/search/"):
+			resource = "search"
+		case p == graphql:
+			resource = "graphql"
+		case isWrite(req):
+			resource = "core\x00write"
+		}
+		return req.URL.Host + "\x00" + githubToken(req.Header.Get("Authorization")) + "\x00" + resource
+	}
+}
+
+// githubToken returns the part of an Authorization header that names the
+// quota: the header itself, or "ghs_" for every installation access token
+// of a GitHub App, which rotates hourly and spends one installation's
+// quota.
+func githubToken(auth string) string {
+	_, tok, _ := strings.Cut(auth, " ")
+	if strings.HasPrefix(strings.TrimSpace(tok), "ghs_") {
+		return "ghs_"
+	}
+	return auth
 }
 
 // A ShopifyPlan is a Shopify store's plan, which sets the rate of its
@@ -192,8 +293,12 @@ const (
 
 // ShopifyREST returns the Preset of the Shopify REST Admin API of one
 // store, whose host is shop (such as "acme.myshopify.com"), one key per
-// access token (X-Shopify-Access-Token): Shopify limits each app on each
-// store with a leaky bucket, which headway's pacer models exactly.
+// store and access token (X-Shopify-Access-Token): Shopify limits each app
+// on each store with a leaky bucket, which headway's pacer models exactly.
+// An app that serves many stores on one Transport passes
+// "*.myshopify.com" for every store (of one plan; a store on another plan
+// gets a preset of its own, whose limits win over the pattern's): each
+// store still has keys of its own.
 //
 //   - ShopifyStandard: 2 requests a second, in bursts of 40 (the bucket).
 //   - ShopifyAdvanced: 4 a second, in bursts of 40. Shopify doubles the
@@ -308,10 +413,12 @@ func stripeEndpoint(path string) string {
 // token), which Discord limits apart.
 //
 // Each route is paced to at most 50 requests a second, Discord's global
-// limit per bot, and to what its bucket's headers say is left. The global
-// limit spans all routes, which headway's keys do not: a bot that calls
-// many routes at once can exceed it, and then Discord's global 429
-// (X-RateLimit-Global) pauses every route until it is over. Discord bans
+// limit, and to what its bucket's headers say is left. The global limit is
+// per bot token and spans all of its routes, which headway's keys (one per
+// route) do not: the figure is not conservative for a bot that calls many
+// routes at once. It can exceed it, and then Discord's global 429
+// (X-RateLimit-Global) pauses the routes until it is over (today every
+// route of the host, whichever its token). Discord bans
 // an IP address for a while after 10,000 rejected requests (401, 403,
 // 429) in 10 minutes.
 //
@@ -415,8 +522,9 @@ func Slack(tier int) Preset {
 // them at platform.openai.com/settings/organization/limits.
 //
 // The token limit is spent by a request's cost: set it with WithCost to
-// the tokens the request may use, its prompt's tokens plus its max_tokens
-// (OpenAI counts max_tokens when the request arrives). Without it a
+// what OpenAI counts when the request arrives, the larger of its
+// max_tokens (max_completion_tokens) and its estimate of the request's
+// tokens (from its length in characters, about four to a token). Without it a
 // request costs 1 token, and only the request limit paces. A request may
 // cost up to tpm (the token limit's burst, OpenAI's bucket holding a
 // minute's tokens); more fails with ErrCostTooLarge.

@@ -38,6 +38,7 @@ type waiter struct {
 	arrival    int64     // when it joined the queue
 	route      string    // the request's path, for the server's buckets
 	dep        departure // once admitted
+	deadline   int64     // when it must have left, by its context or MaxWait; 0: never
 	admitted   bool
 	err        error // why it failed in the queue, instead of being admitted
 }
@@ -118,6 +119,7 @@ type keyState struct {
 	probing  atomic.Bool   // no response has come yet
 	budget   *retryBudget  // nil when budgets are off
 	br       *breaker      // nil without WithBreaker
+	out      outage        // whether its host is down; see outage.go
 	queue    waitList
 	inflight int          // counted only with a bound on it
 	unseen   atomic.Int32 // departures whose outcome the key has not yet taken in
@@ -125,6 +127,17 @@ type keyState struct {
 	timer    *time.Timer
 	timerAt  int64 // when the armed timer fires; 0 when disarmed
 	evicted  bool  // removed from the key table; look the key up again
+
+	// statedUntil is the end of the last wait a server named that was
+	// longer than the cap (WithMaxRetryAfter); 0 when none. The key is
+	// held for the cap at most; a request whose wait would be longer fails
+	// at once (see holdStated).
+	statedUntil int64
+
+	// The bare throttles of a key with configured limits: the departures
+	// sent when the last one came, and when the last rareThrottles came.
+	throttleSeq uint64
+	throttleAt  [rareThrottles]int64
 }
 
 // acquire waits until a request of the given cost may leave on k, or fails.
@@ -143,8 +156,14 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route st
 		k.mu.Unlock()
 		return departure{}, &CostError{Cost: int(cost), Limit: k.lims[i]}
 	}
+	if k.statedUntil > now {
+		if err := k.holdStated(now); err != nil {
+			k.mu.Unlock()
+			return departure{}, err
+		}
+	}
 	// Fast path: nobody waits, a slot is free and the pacer allows it now.
-	if k.queue.head == nil && k.hasSlot() {
+	if k.queue.head == nil && k.hasSlot() && k.outageGate(now) {
 		if d := k.earliest(now, 1, cost, route); d <= now {
 			dep := k.take(now, cost, route)
 			k.mu.Unlock()
@@ -156,6 +175,7 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route st
 		return departure{}, err
 	}
 	w := &waiter{ready: make(chan struct{}, 1), cost: cost, arrival: now, route: route}
+	w.deadline = k.deadline(ctx, now)
 	if front {
 		k.queue.pushFront(w)
 	} else {
@@ -205,7 +225,7 @@ func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 	} else if k.aimd.active {
 		d = max(d, satAdd(k.aimdB.tat, satMul(n-1, k.aimdB.interval)))
 	}
-	return d
+	return k.outageFloor(d)
 }
 
 // take records a departure on route at d.
@@ -229,6 +249,7 @@ func (k *keyState) take(d, cost int64, route string) departure {
 		k.firstAt = d
 	}
 	k.sent++
+	k.outageTake(k.sent)
 	k.unseen.Add(1)
 	k.occupy()
 	return dep
@@ -253,15 +274,21 @@ func (k *keyState) admissible(ctx context.Context, now, cost int64, front bool, 
 		n, ahead = 1, cost
 	}
 	wait := time.Duration(k.earliest(now, n, ahead, route) - now)
+	var err *WaitError
 	if opts.MaxWait > 0 && wait > opts.MaxWait {
-		return &WaitError{Wait: wait, Allowed: opts.MaxWait}
-	}
-	if dl, ok := ctx.Deadline(); ok {
+		err = &WaitError{Wait: wait, Allowed: opts.MaxWait}
+	} else if dl, ok := ctx.Deadline(); ok {
 		if left := dl.Sub(k.t.clock()); wait > left {
-			return &WaitError{Wait: wait, Allowed: max(left, 0)}
+			err = &WaitError{Wait: wait, Allowed: max(left, 0)}
 		}
 	}
-	return nil
+	if err == nil {
+		return nil
+	}
+	if next, ok := k.nextProbe(); ok && next >= now+int64(wait) {
+		err.NextProbe = k.t.wall(next) // the host is down: the wait is for its probe
+	}
+	return err
 }
 
 // wait blocks until w is admitted, its context ends or MaxWait passes.
@@ -293,6 +320,8 @@ func (k *keyState) abandon(w *waiter) {
 	if w.admitted {
 		k.pacer.giveBack(now, w.cost)
 		k.releaseLocked(now)
+		k.settleLocked(now, w.dep.seq, hostUnknown)
+		k.out.lastAnswer.Store(now + 1)
 		k.seen()
 	} else {
 		k.queue.remove(w)
@@ -349,6 +378,12 @@ func (k *keyState) dispatch(now int64) {
 		if !k.hasSlot() {
 			break // release dispatches again
 		}
+		if !k.outageGate(now) {
+			if k.out.probing {
+				break // the probe's answer dispatches again
+			}
+			return // a stall: the next answer dispatches again, or the timer
+		}
 		d := k.earliest(max(w.arrival, k.freedAt), 1, w.cost, w.route)
 		if d == math.MaxInt64 {
 			if k.probing.Load() {
@@ -400,7 +435,36 @@ func (k *keyState) onTimer() {
 // nothing owed to the pacer, no pause, nothing being learned.
 func (k *keyState) idle(now int64) bool {
 	return k.queue.head == nil && k.inflight == 0 && k.unseen.Load() == 0 && k.timerAt == 0 && k.pacer.idle(now) &&
-		k.model.idle(now) && k.aimd.idle(now) && k.window.idle() && k.host.pauseUntil.Load() <= now
+		k.model.idle(now) && k.aimd.idle(now) && k.window.idle() && k.host.pauseUntil.Load() <= now && k.statedUntil <= now && !k.out.down
+}
+
+// holdStated applies, under k.mu at now, a wait the server named that was
+// longer than the cap: while what is left of it is still longer, a request
+// fails at once with a *WaitError that names it; once it fits the cap, the
+// key is paused until its end.
+func (k *keyState) holdStated(now int64) error {
+	left, limit := time.Duration(k.statedUntil-now), k.t.cfg.maxRetryAfter
+	if left > limit {
+		return &WaitError{Wait: left, Allowed: limit, Stated: true}
+	}
+	k.pacer.pause(k.statedUntil)
+	return nil
+}
+
+// deadline returns, on the pacer's clock, when a request with ctx that
+// joins the queue at now must have left: its context's deadline or the
+// end of MaxWait, whichever comes first; 0 for neither.
+func (k *keyState) deadline(ctx context.Context, now int64) int64 {
+	var d int64
+	if mw := k.t.cfg.queue.MaxWait; mw > 0 {
+		d = satAdd(now, int64(mw))
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		if c := max(int64(dl.Sub(k.t.epoch)), 1); d == 0 || c < d {
+			d = c
+		}
+	}
+	return d
 }
 
 // probeWait bounds how long a key with no limit waits for the answer to
@@ -425,8 +489,13 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *Signal, 
 	defer k.mu.Unlock()
 	k.probing.Store(false)
 	pausedTill := max(k.pacer.pauseUntil, k.host.pauseUntil.Load()) // before this response
+	// A wait the server names holds the key for the cap at most: a longer
+	// one is remembered, and fails at once the requests it would hold
+	// longer (see holdStated).
+	limit := k.t.cfg.maxRetryAfter
+	wait := min(sig.Wait, limit)
 	if sig.Throttled && sig.HasWait {
-		until := satAdd(now, int64(sig.Wait))
+		until := satAdd(now, int64(wait))
 		if sig.Scope == ScopeGlobal {
 			k.host.pause(until)
 			k.t.hostPaused(until)
@@ -446,6 +515,16 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *Signal, 
 	default:
 		k.model.secondReset = coarse
 		k.model.observe(now, seq, k.sent, sig)
+		k.model.resetAt = min(k.model.resetAt, satAdd(now, int64(limit)))
+	}
+	if sig.HasWait && sig.Wait > limit && (sig.Throttled || k.model.rate == 0) {
+		k.statedUntil = max(k.statedUntil, satAdd(now, int64(sig.Wait)))
+		err := &WaitError{Wait: sig.Wait, Allowed: limit, Stated: true}
+		for w := k.queue.head; w != nil; w = k.queue.head {
+			k.queue.remove(w)
+			w.err = err
+			w.ready <- struct{}{}
+		}
 	}
 	if sig.Throttled && sig.HasWait && !sig.HasRemaining && sig.Retryable && sig.Wait%time.Second != 0 {
 		// A wait in whole seconds ends up to a second after the boundary it
@@ -453,10 +532,17 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *Signal, 
 		// retry_after) can say where windows end.
 		k.window.throttled(satAdd(now, int64(sig.Wait)), seq, k.sent)
 	}
-	if sig.Throttled && !sig.HasRemaining && !k.model.known && sig.Retryable && k.buckets == nil {
+	if sig.Throttled && !sig.HasRemaining && !k.model.known && sig.Retryable && k.buckets == nil && !k.rareThrottle(now, seq) {
 		if !k.aimd.active {
 			k.aimd.ceiling = k.ceiling()
 			k.model.track() // the cuts to come measure what was sent
+			if k.throttleSeq > 0 {
+				// Throttles came before, taken as accidents: this one is no
+				// first burst, but of a key at its configured pace, whose
+				// burst went out after each pause.
+				k.aimd.active, k.aimd.wmax, k.aimd.burst = true, k.aimd.ceiling, float64(k.minBurst())
+				k.aimd.cutAt = now - int64(time.Hour)
+			}
 		}
 		n, span, known := k.model.recent(now, pausedTill)
 		k.aimd.throttled(now, seq, k.sent, n, span, known, known && pausedTill > now-int64(time.Second))
@@ -465,12 +551,53 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *Signal, 
 		// for the end of the pause the server named, or else one interval
 		// at the new pace.
 		if sig.HasWait {
-			k.aimdB.tat = satAdd(now, int64(sig.Wait))
+			k.aimdB.tat = satAdd(now, int64(wait))
 		} else {
 			k.aimdB.tat = max(k.aimdB.tat, satAdd(now, k.aimdB.interval))
 		}
 	}
 	k.dispatch(now)
+}
+
+// rareThrottles is how many throttles a key with configured limits takes
+// within rareSpan as accidents (a burst bunched up by the network) before
+// it lowers its pace below the limits.
+const (
+	rareThrottles = 2
+	rareSpan      = 10 * time.Second
+)
+
+// rareThrottle reports, under k.mu, whether a bare throttle of departure
+// seq at now is one that a key with configured limits trusts them through:
+// it pauses for the wait the server states, then goes back to its
+// configured pace, as long as no more than rareThrottles throttles came
+// within rareSpan. Throttles of requests sent before the previous one came
+// are the same accident. A key without limits, or one already adapting,
+// has no pace to trust.
+func (k *keyState) rareThrottle(now int64, seq uint64) bool {
+	if len(k.pacer.buckets) == 0 || k.aimd.active {
+		return false
+	}
+	if seq <= k.throttleSeq {
+		return true
+	}
+	k.model.track() // if the throttles keep coming, what was sent tells the pace
+	rare := k.throttleAt[0] == 0 || now-k.throttleAt[0] > int64(rareSpan)
+	copy(k.throttleAt[:], k.throttleAt[1:])
+	k.throttleAt[rareThrottles-1] = now
+	k.throttleSeq = k.sent
+	return rare
+}
+
+// minBurst returns the smallest burst of k's limits; 0 when it has none.
+func (k *keyState) minBurst() int64 {
+	var m int64
+	for i, b := range k.pacer.buckets {
+		if i == 0 || b.burst < m {
+			m = b.burst
+		}
+	}
+	return m
 }
 
 // ceiling returns the fastest rate, per second, that k's limits allow in

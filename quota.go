@@ -139,7 +139,7 @@ func (t *Transport) reserveShared(ctx context.Context, key string, k *keyState, 
 func (t *Transport) pauseShared(ctx context.Context, key string, sig *Signal) {
 	if q := t.cfg.shared; q != nil && sig.Throttled && sig.HasWait && sig.Wait > 0 {
 		// A failure to share the pause leaves it local: nothing to do.
-		_ = q.Pause(context.WithoutCancel(ctx), key, sig.Wait)
+		_ = q.Pause(context.WithoutCancel(ctx), key, min(sig.Wait, t.cfg.maxRetryAfter))
 	}
 }
 
@@ -157,5 +157,6 @@ func (t *Transport) learnShared(ctx context.Context, key string, k *keyState, si
 	if s.HasRemaining && s.Remaining == 0 && s.HasWait && !s.RetryAfter {
 		s.Wait = min(s.Wait, k.modelWait(t.now()))
 	}
+	s.Wait = min(s.Wait, t.cfg.maxRetryAfter) // shared no longer than it holds the key here
 	_ = l.Learn(context.WithoutCancel(ctx), key, s)
 }

@@ -117,6 +117,7 @@ func (RetryAfterDate) Reject(h http.Header, s State) Rejection {
 var DialectNames = []string{
 	"bare", "retry-after", "retry-after-date", "ietf", "ietf-06",
 	"github", "github-secondary", "openai", "anthropic", "shopify", "discord",
+	"gemini", "salesforce", "atlassian", "hubspot", "azure-openai",
 }
 
 // DialectByName returns the dialect with one of the names in DialectNames,
@@ -145,6 +146,16 @@ func DialectByName(name string) (Dialect, error) {
 		return Shopify{}, nil
 	case "discord":
 		return Discord{}, nil
+	case "gemini":
+		return Gemini{}, nil
+	case "salesforce":
+		return Salesforce{}, nil
+	case "atlassian":
+		return Atlassian{}, nil
+	case "hubspot":
+		return HubSpot{}, nil
+	case "azure-openai":
+		return AzureOpenAI{}, nil
 	}
 	return nil, fmt.Errorf("fakeserver: unknown dialect %q (want one of %s)", name, strings.Join(DialectNames, ", "))
 }

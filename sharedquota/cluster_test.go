@@ -10,9 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestCluster runs the quota on a 3-master Redis Cluster: keys spread over
-// the masters, the keys of one quota share a slot, and SCRIPT FLUSH on
-// every master is survived.
+// TestCluster runs the quota on a 3-master Redis Cluster: quotas spread
+// over the masters, and SCRIPT FLUSH on every master is survived.
 func TestCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
@@ -35,12 +34,8 @@ func TestCluster(t *testing.T) {
 		if err := q.Pause(ctx, key, 10*time.Second); err != nil {
 			t.Fatal(err)
 		}
-		quota, procs := q.KeyNames(key)
+		quota, _ := q.KeyNames(key)
 		s1, _ := c.ClusterKeySlot(ctx, quota).Result()
-		s2, _ := c.ClusterKeySlot(ctx, procs).Result()
-		if s1 != s2 {
-			t.Fatalf("%s: slots %d and %d", key, s1, s2)
-		}
 		slots[s1/5462] = true // which third of the slots, roughly which master
 	}
 	if len(slots) < 2 {

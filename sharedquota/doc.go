@@ -27,13 +27,27 @@
 // the same fields: processes configured with one limit or several share one
 // quota.
 //
-// Every key in Redis has a TTL of about the time until its bucket is full
-// again, plus a second. Key names carry a hash tag made of a SHA-256 of the
-// user's key (which may be a credential, and never appears in Redis), so
-// that all the keys of one quota live in one Cluster slot:
+// A request spends a slot only if it can wait for it: Reserve takes the
+// longest wait the caller can afford (its deadline, what is left of its
+// queue's MaxWait, the Transport's cap on waits) and, when the slot is
+// further off, spends nothing and says so, so that an overloaded fleet
+// does not push its shared schedule ahead with slots nobody uses. No wait
+// is longer than headway.DefaultMaxWait (10 minutes): a longer pause is
+// shortened to it.
 //
-//	headway:{3f1c...}:q      hash: one TAT per limit, and the pause
-//	headway:{3f1c...}:procs  sorted set: the live processes
+// Every value read back from Redis is checked before it is used (a finite,
+// non-negative number, no further ahead than any process writes), and one
+// that fails is repaired; replies are checked too. A key whose hash Redis
+// refuses (WRONGTYPE) falls back alone; the other keys stay shared.
+//
+// Every key in Redis has a TTL of about the time until its bucket is full
+// again, plus a second. A quota's name carries a hash tag made of a
+// SHA-256 of the user's key (which may be a credential, and never appears
+// in Redis; WithSalt makes it an HMAC under a secret), so that a quota's
+// state lives in one Cluster slot:
+//
+//	headway:{3f1c...}:q  hash: one TAT per limit, and the pause
+//	headway:procs        sorted set: the live processes, for every key
 //
 // Scripts run with go-redis's Script.Run: EVALSHA, and EVAL when Redis has
 // lost its script cache (SCRIPT FLUSH, a restart, a failover). Any
@@ -70,13 +84,17 @@
 // # When Redis is away
 //
 // Every call is bounded by a short timeout (50ms by default). After a
-// failure, the quota leaves Redis alone for a retry interval and decides by
-// its FailureMode: Fallback (the default) paces each key in this process at
-// its limits divided by the number of live processes, which announce
-// themselves in Redis with a heartbeat and are known before the outage;
-// FailOpen lets requests go; FailClosed fails them with an
-// UnavailableError. Then one call tries Redis again, and shared pacing
-// resumes by itself once it answers.
+// failure, the quota leaves Redis alone for a retry interval (250ms) and
+// decides by its FailureMode: Fallback (the default) paces each key in this
+// process at its limits divided by the number of live processes, which
+// announce themselves in Redis once per heartbeat, in one call for all
+// keys (if Redis was away from the start, four are assumed; see
+// WithFallbackProcesses); its buckets start empty; FailOpen lets requests
+// go; FailClosed fails them with an UnavailableError. Then one call (a
+// reservation's or the heartbeat's) tries Redis again, and shared pacing
+// resumes by itself once it answers: each key's first reservation records
+// in Redis what its fallback spent and the pause it held, so that a Redis
+// restarted empty hands out no fresh burst.
 //
 // # Errors
 //

@@ -134,10 +134,17 @@ func TestFailureModes(t *testing.T) {
 	if !errors.As(err, &ue) || !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("FailClosed: %v", err)
 	}
-	fb := newQuota(t, c) // no process ever announced: the whole limit
-	timedReserve(t, fb, lim)
+	// No process ever announced: Fallback assumes 4 (WithFallbackProcesses),
+	// and starts empty: the first request waits its share of an interval.
+	if d, _ := timedReserve(t, newQuota(t, c), lim); !near(d, 4*time.Second) {
+		t.Fatalf("Fallback, never counted: wait %v, want about 4s", d)
+	}
+	fb := newQuota(t, c, WithFallbackProcesses(1))
 	if d, _ := timedReserve(t, fb, lim); !near(d, time.Second) {
-		t.Fatalf("Fallback alone: wait %v, want about 1s", d)
+		t.Fatalf("Fallback alone: first wait %v, want about 1s (it starts empty)", d)
+	}
+	if d, _ := timedReserve(t, fb, lim); !near(d, 2*time.Second) {
+		t.Fatalf("Fallback alone: second wait %v, want about 2s", d)
 	}
 	// A pause that could not be shared still holds here.
 	if err := fb.Pause(context.Background(), "k", 5*time.Second); !errors.Is(err, ErrUnavailable) {

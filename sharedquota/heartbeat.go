@@ -2,13 +2,13 @@ package sharedquota
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"time"
 )
 
-// loop announces the process for every key used recently, once per
-// heartbeat interval and at once for a new key, and forgets keys left idle,
-// until Close.
+// loop announces the process once per heartbeat interval, and at once
+// when it first uses a key, and forgets keys left idle, until Close.
 func (r *Redis) loop() {
 	defer close(r.done)
 	t := time.NewTicker(r.cfg.heartbeat)
@@ -24,45 +24,67 @@ func (r *Redis) loop() {
 	}
 }
 
-// beat runs one round of announcements.
+// beat runs one round: it forgets the keys left idle and announces the
+// process, for every key at once, in one call. While Redis is away, the
+// round's call is the retry the interval allows, as a reservation's would
+// be: a process whose keys are idle learns that Redis is back as soon as
+// the busy ones.
 func (r *Redis) beat() {
 	idle := r.now() - int64(r.idleAfter())
-	var live, gone []*keyState
 	r.mu.Lock()
 	for k, ks := range r.keys {
 		if ks.lastUsed.Load() < idle {
 			delete(r.keys, k)
-			gone = append(gone, ks)
-		} else {
-			live = append(live, ks)
 		}
 	}
 	r.mu.Unlock()
-	if r.downUntil.Load() != 0 {
-		return // the reservations probe Redis; announcements wait for them
+	if r.usable(nil) != nil {
+		return
 	}
-	for _, ks := range gone {
-		select {
-		case <-r.stop:
+	ctx := context.Background()
+	v, err := r.eval(ctx, heartbeatScript, []string{r.procsKey}, r.beatArgs(false))
+	if err == nil {
+		var n int64
+		if n, err = intReply("heartbeat", v); err == nil && n >= 1 {
+			r.up(nil)
+			r.seeLive(n)
 			return
-		default:
 		}
-		_, _ = r.eval(context.Background(), heartbeatScript, []string{ks.procsKey}, r.beatArgs(true))
-	}
-	for _, ks := range live {
-		select {
-		case <-r.stop:
-			return
-		default:
-		}
-		v, err := r.eval(context.Background(), heartbeatScript, []string{ks.procsKey}, r.beatArgs(false))
-		if err != nil {
-			return // Redis is away; the next round tries again
-		}
-		if n, err := intReply("heartbeat", v); err == nil {
-			ks.live.Store(n)
+		if err == nil {
+			err = &ReplyError{Script: "heartbeat", Reply: v, Reason: "want a positive integer"}
 		}
 	}
+	if keyError(err) || r.failed(ctx, nil, err) {
+		// The set of processes holds something else: the count stays
+		// what it was, and the reservations go on.
+		r.health.probing.Store(false)
+		r.logWarn("headway/sharedquota: the processes cannot be counted", slog.String("err", err.Error()))
+	}
+}
+
+// seeLive records a count of the live processes. The count kept is the
+// largest of the last three, so that an announcement that lapsed for a
+// moment does not make the Fallback pace faster.
+func (r *Redis) seeLive(n int64) {
+	r.liveMu.Lock()
+	defer r.liveMu.Unlock()
+	copy(r.liveSeen[1:], r.liveSeen[:len(r.liveSeen)-1])
+	r.liveSeen[0] = n
+	most := int64(0)
+	for _, c := range r.liveSeen {
+		most = max(most, c)
+	}
+	r.live.Store(most)
+}
+
+// fallbackShare is the number of processes the Fallback divides a key's
+// limits among: the count last seen in Redis, or, if Redis was never seen,
+// the count WithFallbackProcesses assumes.
+func (r *Redis) fallbackShare() int64 {
+	if n := r.live.Load(); n > 0 {
+		return n
+	}
+	return int64(r.cfg.fallbackProcs)
 }
 
 func (r *Redis) beatArgs(leave bool) []any {

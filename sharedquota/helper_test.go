@@ -271,3 +271,5 @@ func (b *limitedBuffer) Bytes() []byte {
 	defer b.mu.Unlock()
 	return b.buf
 }
+
+func redisZ(member string, score float64) redis.Z { return redis.Z{Score: score, Member: member} }

@@ -13,6 +13,14 @@ type learnedPolicy struct {
 	at        int64 // monotonic ns
 }
 
+// The policies shared are those the scripts accept back: at most a
+// billion requests, per two days at most (one request a day at the
+// slowest). A longer policy stays with the process that read it.
+const (
+	maxPolicyLimit  = 1_000_000_000
+	maxPolicyPeriod = 48 * time.Hour
+)
+
 // policyLife is how long a shared policy holds without being stated again:
 // two of its periods, a minute at least.
 func policyLife(period time.Duration) time.Duration { return max(2*period, time.Minute) }
@@ -39,7 +47,7 @@ func (r *Redis) Learn(ctx context.Context, key string, sig headway.Signal) error
 		return ErrClosed
 	}
 	switch {
-	case sig.Limit > 0 && sig.Period > 0 && !sig.TooLong:
+	case sig.Limit > 0 && sig.Period > 0 && !sig.TooLong && sig.Limit <= maxPolicyLimit && sig.Period <= maxPolicyPeriod:
 		return r.learnPolicy(ctx, r.state(key), sig.Limit, sig.Period)
 	case sig.HasRemaining && sig.Remaining == 0 && sig.HasWait && !sig.RetryAfter && sig.Wait > 0:
 		ks := r.state(key)
@@ -59,19 +67,19 @@ func (r *Redis) learnPolicy(ctx context.Context, ks *keyState, limit int64, peri
 	if p := ks.learned.Load(); p != nil && p.iv == iv && p.burst == limit && now-p.at < int64(life/2) {
 		return nil
 	}
-	if err := r.usable(); err != nil {
+	if err := r.usable(ks); err != nil {
 		return err
 	}
-	args := []any{iv, limit, int64(life / time.Microsecond), r.marginMs() * 1000}
+	args := []any{iv, limit, int64(life / time.Microsecond), r.marginMs() * 1000, r.capUs()}
 	v, err := r.eval(ctx, learnScript, ks.keys, args)
 	if err == nil {
 		if _, err = intReply("learn", v); err == nil {
-			r.up()
+			r.up(ks)
 			ks.learned.Store(&learnedPolicy{iv: iv, burst: limit, at: now})
 			return nil
 		}
 	}
-	if r.failed(ctx, err) {
+	if r.failed(ctx, ks, err) {
 		return ctx.Err()
 	}
 	return err

@@ -25,19 +25,21 @@ func (r *Redis) reserveLease(ctx context.Context, ks *keyState, limits []headway
 	if d, ok := r.takeSlot(ks, within); ok { // another caller took a lease meanwhile
 		return d, nil
 	}
-	if err := r.usable(); err != nil {
+	if err := r.usable(ks); err != nil {
 		return r.degrade(ks, limits, 1, within, err)
 	}
 	n := r.cfg.leaseSize
 	withinUs := int64(within / time.Microsecond)
 	ks.mu.Lock()
-	args := ks.argsFor(limits, 1, n, r.marginMs(), withinUs)
+	pauseFloor, floors := ks.floors(limits, r.now())
+	args := argsFor(limits, 1, n, r.marginMs(), withinUs, r.capUs(), pauseFloor, floors)
 	ks.mu.Unlock()
 	v, err := r.eval(ctx, reserveScript, ks.keys, args)
 	if err == nil {
 		var waits []int64
-		if waits, err = waitsReply(make([]int64, 0, n), v, n); err == nil {
-			r.up()
+		if waits, err = waitsReply(make([]int64, 0, n), v, n, r.maxReplyUs()); err == nil {
+			r.up(ks)
+			ks.shared(r.now(), waits[len(waits)-1], withinUs)
 			if len(waits) == 1 && waits[0] > withinUs {
 				r.stats.reservations.Add(1)
 				return time.Duration(waits[0]) * time.Microsecond, nil // nothing spent
@@ -60,7 +62,7 @@ func (r *Redis) reserveLease(ctx context.Context, ks *keyState, limits []headway
 			err = &ReplyError{Script: "reserve", Reply: v, Reason: "every leased slot expired on arrival"}
 		}
 	}
-	if r.failed(ctx, err) {
+	if r.failed(ctx, ks, err) {
 		return 0, ctx.Err()
 	}
 	return r.degrade(ks, limits, 1, within, err)

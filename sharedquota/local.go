@@ -8,6 +8,12 @@ import (
 // Redis is away: the same algorithm as the shared one, at the key's limits
 // divided among the live processes. Time is in nanoseconds of the quota's
 // monotonic clock. Its owner locks.
+//
+// It starts empty, not full: when Redis went away, the other processes may
+// just have spent the shared burst, and each of them falls back at once
+// too. Its departures are what the process tells Redis when it comes back
+// (floors), so that a Redis restarted empty does not hand the fleet a
+// fresh burst on top of what it sent meanwhile.
 type localPacer struct {
 	interval []int64
 	burst    []int64
@@ -17,27 +23,33 @@ type localPacer struct {
 	limits   []headway.Limit
 }
 
-// configure paces the pacer at limits shared among live processes. The
-// buckets keep their state when neither changed.
-func (p *localPacer) configure(limits []headway.Limit, live int64) {
+// start paces the pacer at limits shared among live processes, with every
+// bucket empty at from: the first request leaves one interval after it.
+func (p *localPacer) start(limits []headway.Limit, live, from int64) {
 	live = max(live, 1)
-	if live == p.live && sameLimits(limits, p.limits) {
-		return
-	}
 	p.limits = append(p.limits[:0], limits...)
 	p.live = live
-	n := len(limits)
-	if len(p.tat) != n {
-		p.tat = make([]int64, n)
-	}
 	p.interval = p.interval[:0]
 	p.burst = p.burst[:0]
 	p.units1 = p.units1[:0]
+	p.tat = p.tat[:0]
 	for _, l := range limits {
-		p.interval = append(p.interval, int64(l.Interval())*live)
-		p.burst = append(p.burst, max(burstOf(l)/live, 1))
+		iv := int64(l.Interval()) * live
+		b := max(burstOf(l)/live, 1)
+		p.interval = append(p.interval, iv)
+		p.burst = append(p.burst, b)
 		p.units1 = append(p.units1, l.Unweighted)
+		p.tat = append(p.tat, from+b*iv)
 	}
+}
+
+// configure paces the pacer at limits shared among live processes, keeping
+// its state when neither changed, starting it empty at from when they did.
+func (p *localPacer) configure(limits []headway.Limit, live, from int64) {
+	if max(live, 1) == p.live && sameLimits(limits, p.limits) {
+		return
+	}
+	p.start(limits, live, from)
 }
 
 // reserve spends one request of cost units at now, no earlier than
@@ -55,6 +67,21 @@ func (p *localPacer) reserve(now, pauseUntil, cost, within int64) int64 {
 		p.tat[i] = max(p.tat[i], d) + p.units(i, cost)*p.interval[i]
 	}
 	return d
+}
+
+// floors returns, for each of limits, how far ahead of now (in µs) this
+// pacer has spent the limit: the least TAT the shared quota may hold for it
+// once Redis is back. Limits the pacer does not pace get 0.
+func (p *localPacer) floors(dst []int64, limits []headway.Limit, now int64) []int64 {
+	same := sameLimits(limits, p.limits)
+	for i := range limits {
+		f := int64(0)
+		if same {
+			f = max(p.tat[i]-now, 0) / 1000
+		}
+		dst = append(dst, f)
+	}
+	return dst
 }
 
 func (p *localPacer) units(i int, cost int64) int64 {

@@ -24,8 +24,9 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 }
 
 // WithLogger makes the quota log to l, at Info, when Redis becomes
-// unavailable (and the FailureMode decides) and when it is back. Keys are
-// never logged. By default nothing is logged.
+// unavailable (and the FailureMode decides) and when it is back, and at
+// Warn when a pause longer than the cap is shortened. Keys are never
+// logged. By default nothing is logged.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) { c.log = l })
 }
@@ -67,6 +68,12 @@ func (r *Redis) registerMetrics() {
 	}, obs...)
 	if err == nil {
 		r.metricsReg = reg
+	}
+}
+
+func (r *Redis) logWarn(msg string, attrs ...slog.Attr) {
+	if l := r.cfg.log; l != nil {
+		l.LogAttrs(context.Background(), slog.LevelWarn, msg, attrs...)
 	}
 }
 

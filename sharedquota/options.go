@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/headway-go/headway"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -16,9 +20,13 @@ type FailureMode int
 
 const (
 	// Fallback paces each key in this process alone, at its limits divided
-	// by the number of processes that last announced themselves for the
-	// key (one if none did): together the processes stay near the limit
-	// while Redis is away. It is the default.
+	// by the number of processes last announced in Redis (or, if they were
+	// never counted, by WithFallbackProcesses's assumption), starting from
+	// empty buckets: together the processes stay within the limit while
+	// Redis is away. When Redis answers again, the first reservation of
+	// each key records what its fallback spent and the pauses it held, so
+	// that a Redis restarted empty hands out no fresh burst. It is the
+	// default.
 	Fallback FailureMode = iota
 	// FailOpen lets every request go at once, unpaced by the shared quota
 	// (the Transport's own limits still apply).
@@ -48,28 +56,33 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	timeout     time.Duration
-	mode        FailureMode
-	retry       time.Duration
-	heartbeat   time.Duration
-	leaseSize   int
-	leaseMaxAge time.Duration
-	prefix      string
-	id          string
-	ttlMargin   time.Duration
-	mp          metric.MeterProvider // nil: no metrics
-	log         *slog.Logger         // nil: no logging
+	timeout       time.Duration
+	mode          FailureMode
+	retry         time.Duration
+	heartbeat     time.Duration
+	leaseSize     int
+	leaseMaxAge   time.Duration
+	prefix        string
+	id            string
+	ttlMargin     time.Duration
+	maxWait       time.Duration // the cap on waits: headway.DefaultMaxWait
+	salt          []byte
+	fallbackProcs int
+	mp            metric.MeterProvider // nil: no metrics
+	log           *slog.Logger         // nil: no logging
 }
 
 func defaultConfig() config {
 	return config{
-		timeout:     50 * time.Millisecond,
-		mode:        Fallback,
-		retry:       500 * time.Millisecond,
-		heartbeat:   time.Second,
-		leaseMaxAge: 100 * time.Millisecond,
-		prefix:      "headway",
-		ttlMargin:   time.Second,
+		timeout:       50 * time.Millisecond,
+		mode:          Fallback,
+		retry:         250 * time.Millisecond,
+		heartbeat:     time.Second,
+		leaseMaxAge:   100 * time.Millisecond,
+		prefix:        "headway",
+		ttlMargin:     time.Second,
+		maxWait:       headway.DefaultMaxWait,
+		fallbackProcs: 4,
 	}
 }
 
@@ -91,8 +104,8 @@ func WithFailureMode(m FailureMode) Option {
 
 // WithRetryInterval sets how long after a failed call the quota stops
 // asking Redis and decides by its FailureMode alone; then one call tries
-// Redis again, and shared pacing resumes as soon as one succeeds. Default
-// 500ms.
+// Redis again (a reservation's, or the heartbeat's), and shared pacing
+// resumes as soon as one succeeds. Default 250ms.
 func WithRetryInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
@@ -101,8 +114,8 @@ func WithRetryInterval(d time.Duration) Option {
 	})
 }
 
-// WithHeartbeat sets how often the process announces itself in Redis for
-// each key it used recently. An announcement lasts three intervals; the
+// WithHeartbeat sets how often the process announces itself in Redis, in
+// one call for all of its keys. An announcement lasts three intervals; the
 // number of live announcements divides the limits under Fallback. Default
 // one second.
 func WithHeartbeat(d time.Duration) Option {
@@ -136,12 +149,46 @@ func WithLeaseMaxAge(d time.Duration) Option {
 }
 
 // WithPrefix sets the first part of every key name in Redis. Default
-// "headway": a quota's keys are named headway:{<hash of the key>}:q and
-// headway:{<hash of the key>}:procs.
+// "headway": a quota's hash is named headway:{<hash of the key>}:q and the
+// live processes headway:procs. Processes share quotas only with the same
+// prefix. A prefix may not hold '{' or '}': Redis Cluster would place the
+// keys by the prefix's braces, every quota in one slot. WithPrefix panics
+// on one that does.
 func WithPrefix(p string) Option {
+	if strings.ContainsAny(p, "{}") {
+		panic("sharedquota: WithPrefix: a prefix may not hold '{' or '}' (Cluster hash tags): " + strconv.Quote(p))
+	}
 	return optionFunc(func(c *config) {
 		if p != "" {
 			c.prefix = p
+		}
+	})
+}
+
+// WithSalt makes the names of the quotas in Redis an HMAC-SHA256 of the
+// key under salt, a secret every process of the fleet shares, rather than
+// a plain SHA-256: anyone who can read Redis, but does not know the salt,
+// cannot test whether a guessed token is in use. Processes share quotas
+// only with the same salt. Default none.
+func WithSalt(salt []byte) Option {
+	salt = slices.Clone(salt)
+	return optionFunc(func(c *config) {
+		if len(salt) > 0 {
+			c.salt = salt
+		}
+	})
+}
+
+// WithFallbackProcesses sets how many processes Fallback assumes share
+// each quota when it has never counted them: when Redis was away from the
+// start. Once counted, the count last seen (the largest of the last three
+// heartbeats) divides the limits instead, and stays while Redis is away.
+// Default 4: a fleet that could not be counted is assumed to be one of
+// several, never one process alone.
+func WithFallbackProcesses(n int) Option {
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.fallbackProcs = n
 		}
 	})
 }

@@ -39,9 +39,19 @@ func TestPauseHoldsReservedRequests(t *testing.T) {
 		headway.WithKey(func(*http.Request) string { return "k" }),
 		headway.WithSharedQuota(b),
 	)}
-	// A has taken the shared slots up to 1.2s: B's requests reserve the
-	// shared slots of 1.2s, 1.5s and 1.8s and sleep on them.
-	for range 6 {
+	// B's first request goes alone, to learn what the server says: the
+	// key's first answer holds the others. Then A takes the shared slots
+	// up to 1.2s: B's requests reserve the shared slots of 1.2s, 1.5s and
+	// 1.8s and sleep on them.
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	mu.Lock()
+	arrived = nil
+	mu.Unlock()
+	for range 5 {
 		reserve(t, a, "k", 1, lim)
 	}
 	var wg sync.WaitGroup

@@ -2,12 +2,14 @@ package sharedquota
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,9 +32,12 @@ type Redis struct {
 	mu   sync.Mutex
 	keys map[string]*keyState
 
-	downUntil atomic.Int64 // monotonic ns; 0: Redis is up
-	probing   atomic.Bool
-	lastErr   atomic.Pointer[error]
+	health health // of Redis as a whole
+
+	procsKey string       // the sorted set of the live processes
+	live     atomic.Int64 // the processes counted; 0: never
+	liveMu   sync.Mutex
+	liveSeen [3]int64 // the last counts, newest first
 
 	stats struct {
 		reservations, roundTrips, errors, degraded, leased atomic.Int64
@@ -55,20 +60,19 @@ var (
 
 // keyState is what the process keeps for one key.
 type keyState struct {
-	hashKey  string // the quota's hash: TATs and pause
-	procsKey string // the sorted set of live processes
-	live     atomic.Int64
+	hashKey  string       // the quota's hash: TATs and pause
 	lastUsed atomic.Int64 // monotonic ns
 	checked  atomic.Int64 // monotonic ns: when PausedFor last asked Redis
 	learned  atomic.Pointer[learnedPolicy]
+	health   health // of this key's hash: a WRONGTYPE fails it alone
 
 	mu         sync.Mutex
 	pauseUntil int64 // monotonic ns: the last pause this process knows of
 	local      localPacer
 	keys       []string // {hashKey}: the KEYS of the quota's scripts
-	args       []any    // reserveScript's arguments for one unit, for argLimits
-	argLimits  []headway.Limit
-	oneArgs    []any // reserveOneScript's arguments for oneCost units of oneLimit
+	fallback   bool     // deciding by the local pacer since Redis was last asked
+	lastDep    int64    // monotonic ns: the latest shared departure known here
+	oneArgs    []any    // reserveOneScript's arguments for oneCost units of oneLimit
 	oneLimit   headway.Limit
 	oneCost    int
 	slots      []int64 // leased departures, monotonic ns, in order
@@ -99,9 +103,11 @@ func NewRedis(client redis.UniversalClient, opts ...Option) *Redis {
 		guard: !honoursContext(client),
 		base:  time.Now(),
 		keys:  make(map[string]*keyState),
-		kick:  make(chan struct{}, 1),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+
+		procsKey: cfg.prefix + ":procs",
+		kick:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	r.registerMetrics()
 	go r.loop()
@@ -147,8 +153,10 @@ func (r *Redis) Stats() Stats {
 	}
 }
 
-// Live returns the number of processes announced for key when the
-// heartbeat last looked, zero if it has not yet.
+// Live returns the number of processes sharing the Redis (and the prefix)
+// that were announced when the heartbeat last looked (the largest count of
+// its last three looks), for a key this process uses; zero for another
+// key, or if the heartbeat has not looked yet.
 func (r *Redis) Live(key string) int {
 	r.mu.Lock()
 	ks := r.keys[key]
@@ -156,16 +164,24 @@ func (r *Redis) Live(key string) int {
 	if ks == nil {
 		return 0
 	}
-	return int(ks.live.Load())
+	return int(r.live.Load())
 }
 
 // KeyNames returns the names of the Redis keys that hold key's quota and
-// its processes. They name a hash of key, never key itself, which may be a
-// credential.
+// the live processes (one sorted set for every key: the processes announce
+// themselves once, not once per key). The quota's name holds a hash of
+// key, never key itself, which may be a credential; see WithSalt.
 func (r *Redis) KeyNames(key string) (quota, procs string) {
-	sum := sha256.Sum256([]byte(key))
-	tag := r.cfg.prefix + ":{" + hex.EncodeToString(sum[:12]) + "}:"
-	return tag + "q", tag + "procs"
+	var sum []byte
+	if r.cfg.salt != nil {
+		m := hmac.New(sha256.New, r.cfg.salt)
+		m.Write([]byte(key))
+		sum = m.Sum(nil)
+	} else {
+		s := sha256.Sum256([]byte(key))
+		sum = s[:]
+	}
+	return r.cfg.prefix + ":{" + hex.EncodeToString(sum[:12]) + "}:q", r.procsKey
 }
 
 // Reserve spends cost units of each of limits for one request on key, in
@@ -193,13 +209,13 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 			return 0, ErrInvalidLimit
 		}
 	}
-	within = max(within, 0)
+	within = min(max(within, 0), r.cfg.maxWait)
 	withinUs := int64(within / time.Microsecond)
 	ks := r.state(key)
 	if r.cfg.leaseSize > 1 && oneUnit(limits, cost) {
 		return r.reserveLease(ctx, ks, limits, within)
 	}
-	if err := r.usable(); err != nil {
+	if err := r.usable(ks); err != nil {
 		return r.degrade(ks, limits, cost, within, err)
 	}
 	var (
@@ -208,38 +224,75 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 		w   int64
 	)
 	ks.mu.Lock()
+	pauseFloor, floors := ks.floors(limits, r.now())
 	if len(limits) == 1 {
-		args := append(ks.oneArgsFor(limits[0], cost, r.marginMs()), withinUs)
+		args := append(ks.oneArgsFor(limits[0], cost, r.marginMs()), withinUs, r.capUs(), floors[0], pauseFloor)
 		ks.mu.Unlock()
 		if v, err = r.eval(ctx, reserveOneScript, ks.keys, args); err == nil {
-			w, err = waitReply(v)
+			w, err = waitReply(v, r.maxReplyUs())
 		}
 	} else {
-		args := ks.argsFor(limits, cost, 1, r.marginMs(), withinUs)
+		args := argsFor(limits, cost, 1, r.marginMs(), withinUs, r.capUs(), pauseFloor, floors)
 		ks.mu.Unlock()
 		if v, err = r.eval(ctx, reserveScript, ks.keys, args); err == nil {
 			var waits [1]int64
 			var ws []int64
-			if ws, err = waitsReply(waits[:0], v, 1); err == nil {
+			if ws, err = waitsReply(waits[:0], v, 1, r.maxReplyUs()); err == nil {
 				w = ws[0]
 			}
 		}
 	}
 	if err == nil {
-		r.up()
+		r.up(ks)
 		r.stats.reservations.Add(1)
+		ks.shared(r.now(), w, withinUs)
 		return time.Duration(w) * time.Microsecond, nil
 	}
-	if r.failed(ctx, err) {
+	if r.failed(ctx, ks, err) {
 		return 0, ctx.Err()
 	}
 	return r.degrade(ks, limits, cost, within, err)
+}
+
+// floors returns what the key's fallback spent ahead of now, if it is in
+// fallback: the pause it holds and the TAT of each of limits, in µs from
+// now, for the next script to record (see reserveScript). Out of fallback,
+// zeros. The caller locks ks.
+func (ks *keyState) floors(limits []headway.Limit, now int64) (pause int64, tats []int64) {
+	tats = make([]int64, 0, max(len(limits), 1))
+	if !ks.fallback {
+		for range max(len(limits), 1) {
+			tats = append(tats, 0)
+		}
+		return 0, tats
+	}
+	tats = ks.local.floors(tats, limits, now)
+	if len(tats) == 0 {
+		tats = append(tats, 0)
+	}
+	return max(ks.pauseUntil-now, 0) / 1000, tats
+}
+
+// shared notes a reservation that Redis answered at now with a wait of w
+// µs, within withinUs: the fallback, if any, is over (the script recorded
+// its floors), and a slot spent is the latest departure known here.
+func (ks *keyState) shared(now, w, withinUs int64) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	ks.fallback = false
+	if w <= withinUs {
+		ks.lastDep = max(ks.lastDep, now+w*1000)
+	}
 }
 
 // Pause makes every process wait d from now before its next request on
 // key; a shorter pause never cuts a longer one short. The pause is kept in
 // Redis, in Redis's clock, and in this process, so that Fallback honours it
 // too. It implements headway.SharedQuota.
+//
+// A pause is at most headway.DefaultMaxWait (10 minutes), the longest wait
+// a quota schedules: a longer d, such as a year-long Retry-After, pauses
+// every process for that long only, and is logged at Warn.
 func (r *Redis) Pause(ctx context.Context, key string, d time.Duration) error {
 	if r.closed.Load() {
 		return ErrClosed
@@ -247,31 +300,46 @@ func (r *Redis) Pause(ctx context.Context, key string, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
+	if d > r.cfg.maxWait {
+		r.logWarn("headway/sharedquota: a pause longer than the cap is shortened to it",
+			slog.Duration("pause", d), slog.Duration("cap", r.cfg.maxWait))
+		d = r.cfg.maxWait
+	}
 	ks := r.state(key)
 	now := r.now()
 	ks.mu.Lock()
 	ks.pauseUntil = max(ks.pauseUntil, now+int64(d))
 	ks.slots = ks.slots[:0] // leased slots are not worth keeping past a pause
 	ks.mu.Unlock()
-	if err := r.usable(); err != nil {
+	if err := r.usable(ks); err != nil {
 		return err
 	}
 	us := (int64(d) + 999) / 1000
-	v, err := r.eval(ctx, pauseScript, ks.keys, []any{us, r.marginMs()})
+	v, err := r.eval(ctx, pauseScript, ks.keys, []any{us, r.marginMs(), r.capUs()})
 	if err == nil {
 		var left int64
-		if left, err = intReply("pause", v); err == nil {
-			r.up()
+		if left, err = r.leftReply("pause", v); err == nil {
+			r.up(ks)
 			ks.mu.Lock()
 			ks.pauseUntil = max(ks.pauseUntil, r.now()+left*1000)
 			ks.mu.Unlock()
 			return nil
 		}
 	}
-	if r.failed(ctx, err) {
+	if r.failed(ctx, ks, err) {
 		return ctx.Err()
 	}
 	return err
+}
+
+// leftReply checks that v, the reply of a script that returns the time
+// left of a pause, is an integer from 0 to the cap, in µs.
+func (r *Redis) leftReply(script string, v any) (int64, error) {
+	n, ok := v.(int64)
+	if !ok || n < 0 || n > r.capUs() {
+		return 0, &ReplyError{Script: script, Reply: v, Reason: "want an integer from 0 to the cap"}
+	}
+	return n, nil
 }
 
 // pauseCoalesce is how long the answer of one PausedFor call to Redis
@@ -294,24 +362,21 @@ func (r *Redis) PausedFor(ctx context.Context, key string) (time.Duration, error
 	ks := r.state(key)
 	now := r.now()
 	last := ks.checked.Load()
-	if now-last < int64(pauseCoalesce) || !ks.checked.CompareAndSwap(last, now) || r.usable() != nil {
+	if now-last < int64(pauseCoalesce) || !ks.checked.CompareAndSwap(last, now) || r.usable(ks) != nil {
 		return ks.pausedFor(r.now()), nil
 	}
-	v, err := r.eval(ctx, pausedScript, ks.keys, nil)
+	v, err := r.eval(ctx, pausedScript, ks.keys, []any{r.capUs()})
 	if err == nil {
 		var left int64
-		if left, err = intReply("paused", v); err == nil && left >= 0 {
-			r.up()
+		if left, err = r.leftReply("paused", v); err == nil {
+			r.up(ks)
 			ks.mu.Lock()
 			ks.pauseUntil = max(ks.pauseUntil, r.now()+left*1000)
 			ks.mu.Unlock()
 			return ks.pausedFor(r.now()), nil
 		}
-		if err == nil {
-			err = &ReplyError{Script: "paused", Reply: v, Reason: "want a non-negative integer"}
-		}
 	}
-	if r.failed(ctx, err) {
+	if r.failed(ctx, ks, err) {
 		return ks.pausedFor(r.now()), ctx.Err()
 	}
 	return ks.pausedFor(r.now()), err
@@ -337,18 +402,10 @@ func (r *Redis) Close() error {
 		close(r.stop)
 		<-r.done
 		r.mu.Lock()
-		keys := make([]*keyState, 0, len(r.keys))
-		for _, ks := range r.keys {
-			keys = append(keys, ks)
-		}
 		clear(r.keys)
 		r.mu.Unlock()
-		if r.usable() == nil {
-			for _, ks := range keys {
-				if _, err := r.eval(context.Background(), heartbeatScript, []string{ks.procsKey}, r.beatArgs(true)); err != nil {
-					break
-				}
-			}
+		if r.usable(nil) == nil {
+			_, _ = r.eval(context.Background(), heartbeatScript, []string{r.procsKey}, r.beatArgs(true))
 		}
 	})
 	return nil
@@ -361,12 +418,15 @@ func (r *Redis) state(key string) *keyState {
 	ks := r.keys[key]
 	if ks == nil {
 		ks = &keyState{leaseSem: make(chan struct{}, 1)}
-		ks.hashKey, ks.procsKey = r.KeyNames(key)
+		ks.checked.Store(now - int64(pauseCoalesce)) // PausedFor asks Redis first
+		ks.hashKey, _ = r.KeyNames(key)
 		ks.keys = []string{ks.hashKey}
 		r.keys[key] = ks
-		select { // announce the process for the new key at once
-		case r.kick <- struct{}{}:
-		default:
+		if r.live.Load() == 0 {
+			select { // announce the process at once
+			case r.kick <- struct{}{}:
+			default:
+			}
 		}
 	}
 	r.mu.Unlock()
@@ -374,26 +434,19 @@ func (r *Redis) state(key string) *keyState {
 	return ks
 }
 
-// argsFor returns the reserve script's arguments for up to slots slots of
-// cost units each, within withinUs µs. The caller locks ks.
-func (ks *keyState) argsFor(limits []headway.Limit, cost, slots int, margin, withinUs int64) []any {
-	if cost == 1 && ks.args != nil && sameLimits(limits, ks.argLimits) {
-		ks.args[0], ks.args[1], ks.args[2] = slots, margin, withinUs
-		return slices.Clone(ks.args)
-	}
-	args := make([]any, 0, 3+4*len(limits))
-	args = append(args, slots, margin, withinUs)
-	for _, l := range limits {
+// argsFor returns reserveScript's arguments for up to slots slots of cost
+// units each, within withinUs µs, with the floors of a fallback (see
+// keyState.floors).
+func argsFor(limits []headway.Limit, cost, slots int, margin, withinUs, capUs, pauseFloor int64, floors []int64) []any {
+	args := make([]any, 0, 5+5*len(limits))
+	args = append(args, slots, margin, withinUs, capUs, pauseFloor)
+	for i, l := range limits {
 		iv := intervalUs(l)
 		units := int64(cost)
 		if l.Unweighted {
 			units = 1
 		}
-		args = append(args, fieldOf(l, iv), iv, burstOf(l), units)
-	}
-	if cost == 1 {
-		ks.args = slices.Clone(args)
-		ks.argLimits = append(ks.argLimits[:0], limits...)
+		args = append(args, fieldOf(l, iv), iv, burstOf(l), units, floors[i])
 	}
 	return args
 }
@@ -462,7 +515,14 @@ func (r *Redis) degrade(ks *keyState, limits []headway.Limit, cost int, within t
 	r.stats.reservations.Add(1)
 	now := r.now()
 	ks.mu.Lock()
-	ks.local.configure(limits, ks.live.Load())
+	if !ks.fallback {
+		// Entering fallback: empty buckets, from the latest shared
+		// departure this process knows of.
+		ks.local.start(limits, r.fallbackShare(), max(now, ks.lastDep))
+		ks.fallback = true
+	} else {
+		ks.local.configure(limits, r.fallbackShare(), now)
+	}
 	d := ks.local.reserve(now, ks.pauseUntil, int64(cost), int64(within))
 	ks.mu.Unlock()
 	return time.Duration(d - now), nil
@@ -520,57 +580,128 @@ func scriptName(s *redis.Script) string {
 	return "heartbeat"
 }
 
-// usable returns nil when Redis may be asked: it is up, or it has been down
-// for the retry interval and this caller is the one to try it again.
-func (r *Redis) usable() error {
-	until := r.downUntil.Load()
+// health says whether Redis, or one key's hash in it, may be asked: it is
+// up, or it has been down for the retry interval and this caller is the
+// one to try it again.
+type health struct {
+	downUntil atomic.Int64 // monotonic ns; 0: up
+	probing   atomic.Bool
+	lastErr   atomic.Pointer[error]
+}
+
+func (h *health) usable(now int64) error {
+	until := h.downUntil.Load()
 	if until == 0 {
 		return nil
 	}
-	if r.now() >= until && r.probing.CompareAndSwap(false, true) {
+	if now >= until && h.probing.CompareAndSwap(false, true) {
 		return nil
 	}
-	if p := r.lastErr.Load(); p != nil {
+	if p := h.lastErr.Load(); p != nil {
 		return *p
 	}
 	return ErrUnavailable
 }
 
-// up notes a successful call.
-func (r *Redis) up() {
-	if r.downUntil.Load() != 0 {
-		if r.downUntil.Swap(0) != 0 {
-			r.logInfo("headway/sharedquota: Redis is back: shared pacing resumes")
-		}
-		r.probing.Store(false)
+// up notes a call that succeeded, and reports whether it ends a fall.
+func (h *health) up() bool {
+	if h.downUntil.Load() == 0 {
+		return false
+	}
+	was := h.downUntil.Swap(0) != 0
+	h.probing.Store(false)
+	return was
+}
+
+// down notes a call that failed, and reports whether it begins a fall.
+func (h *health) down(until int64, err error) bool {
+	h.lastErr.Store(&err)
+	was := h.downUntil.Swap(max(until, 1)) == 0
+	h.probing.Store(false)
+	return was
+}
+
+func (h *health) isDown() bool { return h.downUntil.Load() != 0 }
+
+// usable returns nil when the hash of ks (nil: any) may be asked: Redis
+// and the key are up, or the one down has been so for the retry interval
+// and this caller is the one to try again.
+func (r *Redis) usable(ks *keyState) error {
+	now := r.now()
+	if err := r.health.usable(now); err != nil {
+		return err
+	}
+	if ks != nil {
+		return ks.health.usable(now)
+	}
+	return nil
+}
+
+// up notes a successful call on the hash of ks (nil: none in particular).
+func (r *Redis) up(ks *keyState) {
+	if r.health.up() {
+		r.logInfo("headway/sharedquota: Redis is back: shared pacing resumes")
+	}
+	if ks != nil {
+		ks.health.up()
 	}
 }
 
-// failed notes a failed call and reports whether it failed because the
-// caller gave up (its ctx ended), which says nothing of Redis; any other
-// failure marks Redis down.
-func (r *Redis) failed(ctx context.Context, err error) (callerGone bool) {
+// failed notes a failed call on the hash of ks (nil: none in particular)
+// and reports whether it failed because the caller gave up (its ctx ended),
+// which says nothing of Redis. An error that only this key's hash causes
+// (it holds a value of another type: WRONGTYPE; a script failed on what it
+// holds) leaves that key alone for the retry interval, deciding by the
+// FailureMode, and the other keys shared; any other failure marks Redis
+// down.
+func (r *Redis) failed(ctx context.Context, ks *keyState, err error) (callerGone bool) {
 	if ctx.Err() != nil {
-		r.probing.Store(false)
+		r.health.probing.Store(false)
+		if ks != nil {
+			ks.health.probing.Store(false)
+		}
 		return true
 	}
-	r.down(err)
-	return false
-}
-
-// down notes a failed call: Redis is left alone for the retry interval.
-func (r *Redis) down(err error) {
 	if errors.Is(err, ErrBadReply) {
-		return // Redis answered: it is up, the reply is what is wrong
+		return false // Redis answered: it is up, the reply is what is wrong
 	}
-	r.lastErr.Store(&err)
-	if r.downUntil.Swap(max(r.now()+int64(r.cfg.retry), 1)) == 0 {
+	until := r.now() + int64(r.cfg.retry)
+	if ks != nil && keyError(err) {
+		if ks.health.down(until, err) {
+			r.logWarn("headway/sharedquota: a key's hash in Redis is unusable: that key alone falls back to its failure mode",
+				slog.String("mode", r.cfg.mode.String()), slog.String("err", err.Error()))
+		}
+		return false
+	}
+	if r.health.down(until, err) {
 		r.logInfo("headway/sharedquota: Redis unavailable: each key falls back to its failure mode",
 			slog.String("mode", r.cfg.mode.String()), slog.String("err", err.Error()))
 	}
-	r.probing.Store(false)
+	return false
+}
+
+// keyError reports whether err is Redis's answer to what one key holds,
+// not a fault of Redis: a WRONGTYPE, or a script that failed at run time
+// (not a busy server, which is everyone's).
+func keyError(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return strings.HasPrefix(msg, "WRONGTYPE") ||
+		strings.HasPrefix(msg, "ERR") && strings.Contains(msg, "script")
 }
 
 func (r *Redis) now() int64 { return int64(time.Since(r.base)) }
+
+// capUs is the cap on waits, in µs: the longest wait a reservation spends
+// a slot on, and the longest pause.
+func (r *Redis) capUs() int64 { return int64(r.cfg.maxWait / time.Microsecond) }
+
+// maxReplyUs is the longest wait, in µs, a reserve script can return: the
+// cap, and what one request's units of the slowest limit add to it (a
+// week at most), however the hash was tampered with.
+func (r *Redis) maxReplyUs() int64 { return r.capUs() + int64(7*24*time.Hour/time.Microsecond) }
 
 func (r *Redis) marginMs() int64 { return max(int64(r.cfg.ttlMargin/time.Millisecond), 1) }

@@ -112,13 +112,15 @@ func TestKeysHashedTaggedAndExpiring(t *testing.T) {
 	if len(keys) != 2 {
 		t.Fatalf("keys %v, want %s and %s", keys, quota, procs)
 	}
-	tag := quota[strings.Index(quota, "{"):strings.Index(quota, "}")]
+	if procs != prefix+":procs" {
+		t.Errorf("the processes are announced in %q, want one set for the prefix", procs)
+	}
+	if strings.Count(quota, "{") != 1 || strings.Count(quota, "}") != 1 {
+		t.Errorf("quota %q: want one hash tag", quota)
+	}
 	for _, k := range keys {
 		if strings.Contains(k, "secret") || strings.Contains(k, "sk-live") {
 			t.Errorf("key name %q holds the user's key", k)
-		}
-		if !strings.Contains(k, tag+"}") {
-			t.Errorf("key %q lacks the hash tag %s}", k, tag)
 		}
 		ttl, err := c.PTTL(context.Background(), k).Result()
 		if err != nil || ttl <= 0 || ttl > 5*time.Second {
@@ -195,8 +197,8 @@ func TestInvalid(t *testing.T) {
 }
 
 func TestReplyChecks(t *testing.T) {
-	for _, v := range []any{nil, "x", int64(3), []any{"1"}, []any{int64(-1)}, []any{int64(1), int64(2)}} {
-		_, err := waitsReply(nil, v, 1)
+	for _, v := range []any{nil, "x", int64(3), []any{"1"}, []any{int64(-1)}, []any{int64(1), int64(2)}, []any{}, []any{int64(101)}} {
+		_, err := waitsReply(nil, v, 1, 100)
 		var re *ReplyError
 		if !errors.As(err, &re) || !errors.Is(err, ErrBadReply) || !strings.HasPrefix(err.Error(), "sharedquota: ") {
 			t.Errorf("waitsReply(%#v) = %v", v, err)
@@ -205,7 +207,7 @@ func TestReplyChecks(t *testing.T) {
 	if _, err := intReply("pause", "1"); !errors.Is(err, ErrBadReply) {
 		t.Errorf("intReply(string) = %v", err)
 	}
-	if w, err := waitsReply(nil, []any{int64(0), int64(7)}, 2); err != nil || w[1] != 7 {
+	if w, err := waitsReply(nil, []any{int64(0), int64(7)}, 2, 100); err != nil || w[1] != 7 {
 		t.Errorf("waitsReply(good) = %v, %v", w, err)
 	}
 	ue := &UnavailableError{Op: "reserve", Err: context.DeadlineExceeded}
@@ -268,10 +270,53 @@ func TestOneLimitScriptSharesState(t *testing.T) {
 	if ttl, err := c.PTTL(context.Background(), quota).Result(); err != nil || ttl <= 0 || ttl > 8*time.Second {
 		t.Fatalf("TTL %v (%v)", ttl, err)
 	}
-	if _, err := waitReply(int64(-1)); !errors.Is(err, ErrBadReply) {
+	if _, err := waitReply(int64(-1), 100); !errors.Is(err, ErrBadReply) {
 		t.Fatalf("waitReply(-1) = %v", err)
+	}
+	if _, err := waitReply(int64(101), 100); !errors.Is(err, ErrBadReply) {
+		t.Fatalf("waitReply(over the most) = %v", err)
 	}
 }
 
 // forever is a within longer than any wait in the tests.
 const forever = 24 * time.Hour
+
+// TestSaltAndPrefix: with a salt, a quota's name is an HMAC of the key
+// (no one reading Redis can test a guessed token without the salt), and
+// processes share it only with the same salt; a prefix with Cluster hash
+// tag braces is refused.
+func TestSaltAndPrefix(t *testing.T) {
+	addr := redisAddr(t)
+	plain := newQuota(t, newClient(t, addr))
+	salted := NewRedis(newClient(t, addr), WithPrefix(plain.cfg.prefix), WithSalt([]byte("s3cret")))
+	defer salted.Close()
+	other := NewRedis(newClient(t, addr), WithPrefix(plain.cfg.prefix), WithSalt([]byte("another")))
+	defer other.Close()
+	same := NewRedis(newClient(t, addr), WithPrefix(plain.cfg.prefix), WithSalt([]byte("s3cret")))
+	defer same.Close()
+	q1, _ := plain.KeyNames("token")
+	q2, _ := salted.KeyNames("token")
+	q3, _ := other.KeyNames("token")
+	q4, _ := same.KeyNames("token")
+	if q1 == q2 || q2 == q3 || q2 != q4 {
+		t.Fatalf("names %s %s %s %s: want the salt to change the name, and the same salt to keep it", q1, q2, q3, q4)
+	}
+	lim := headway.Every(time.Second)
+	reserve(t, salted, "token", 1, lim)
+	if d := reserve(t, same, "token", 1, lim); !near(d, time.Second) {
+		t.Fatalf("the same salt does not share: wait %v", d)
+	}
+	if d := reserve(t, other, "token", 1, lim); d != 0 {
+		t.Fatalf("another salt shares: wait %v", d)
+	}
+	for _, p := range []string{"a{b}", "{x", "y}"} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("WithPrefix(%q) did not panic", p)
+				}
+			}()
+			WithPrefix(p)
+		}()
+	}
+}

@@ -11,6 +11,33 @@ import (
 // it runs on any Redis, Cluster included; the keys of one quota share a
 // hash tag, so they live in one slot.
 
+// prelude opens every script but the heartbeat: the time, in µs of
+// Redis's clock, and the checks that every value read from Redis passes
+// before it is used. Another program, a bug or an attacker with write
+// access may have left anything in a field: text, NaN, inf, a negative
+// number, one so large it overflows on the way back. A value is valid when
+// it is a finite, non-negative number no further ahead than any process
+// writes (the cap on waits, ARGV "cap", plus what the value's own limit
+// adds), with a minute of slack for the clocks of a failover. What is not
+// valid is repaired when the script writes next: an instant reads as
+// absent, a TAT as an empty bucket (the conservative reading), and a pause
+// a little beyond the cap as the cap.
+const prelude = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local slack = 60000000
+local function valid(v, hi)
+  local x = tonumber(v)
+  if x == nil or x ~= x or x < 0 or x > hi + slack then return nil end
+  return x
+end
+local function pauseOf(v, cap)
+  local p = valid(v, now + cap)
+  if p then return math.min(p, now + cap), p > now + cap end
+  return 0, v ~= false and v ~= nil
+end
+`
+
 // reserveScript spends up to slots reservations of a quota at once, under
 // GCRA over all of its limits, and returns the wait of each, in
 // microseconds from now, as an array of integers. It spends only those
@@ -32,64 +59,95 @@ import (
 // most calls do not touch the TTL; a limit that one request does not use
 // keeps its state.
 // ARGV[1]: the number of slots; ARGV[2]: the margin of the TTL, in ms;
-// ARGV[3]: the longest wait worth spending a slot on, in µs; then 4
-// values per limit: field name, interval T (µs), burst (units), units one
-// slot spends.
+// ARGV[3]: the longest wait worth spending a slot on, in µs; ARGV[4]: the
+// cap on waits, in µs; ARGV[5]: the least pause, in µs from now (0: none);
+// then 5 values per limit: field name, interval T (µs), burst (units),
+// units one slot spends, and the least TAT, in µs from now (0: none).
+// The least values are what a process paced and paused on its own while
+// Redis was away: it records them with its first reservation after.
 //
 // A reservation without limits applies the learned policy, if one is
 // current (see learnScript): its fields "li" (T, µs), "lb" (burst) and "lu"
 // (the instant it lapses, µs) make one limit of one unit a request, whose
 // TAT is the field "lt".
-var reserveScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+var reserveScript = redis.NewScript(prelude + `
 local slots = tonumber(ARGV[1])
 local margin = tonumber(ARGV[2]) * 1000
 local within = tonumber(ARGV[3])
-local n = (#ARGV - 3) / 4
+local cap = tonumber(ARGV[4])
+local n = (#ARGV - 5) / 5
 local fields = {'pause', 'exp'}
-for i = 1, n do fields[i + 2] = ARGV[4 * i] end
+for i = 1, n do fields[i + 2] = ARGV[5 * i + 1] end
 if n == 0 then fields = {'pause', 'exp', 'lt', 'li', 'lb', 'lu'} end
 local vals = redis.call('HMGET', KEYS[1], unpack(fields))
-local pause = tonumber(vals[1]) or 0
-local exp = tonumber(vals[2]) or 0
-local tat, iv, burst, units = {}, {}, {}, {}
-for i = 1, n do
-  tat[i] = tonumber(vals[i + 2]) or 0
-  iv[i] = tonumber(ARGV[4 * i + 1])
-  burst[i] = tonumber(ARGV[4 * i + 2])
-  units[i] = tonumber(ARGV[4 * i + 3])
+local pause, fix = pauseOf(vals[1], cap)
+local pf = tonumber(ARGV[5])
+if pf > 0 and now + math.min(pf, cap) > pause then
+  pause = now + math.min(pf, cap)
+  fix = true
 end
-if n == 0 and tonumber(vals[4]) and (tonumber(vals[6]) or 0) > now then
-  n = 1
-  tat[1] = tonumber(vals[3]) or 0
-  iv[1] = tonumber(vals[4])
-  burst[1] = tonumber(vals[5]) or 1
-  units[1] = 1
+local tat, iv, burst, units, floor = {}, {}, {}, {}, {}
+for i = 1, n do
+  iv[i] = tonumber(ARGV[5 * i + 2])
+  burst[i] = tonumber(ARGV[5 * i + 3])
+  units[i] = tonumber(ARGV[5 * i + 4])
+  floor[i] = tonumber(ARGV[5 * i + 5])
+end
+if n == 0 then
+  local li = valid(vals[4], 86400000000)
+  local lb = valid(vals[5], 1000000000)
+  local lu = valid(vals[6], now + 432000000000)
+  if li and li >= 1 and lb and lb >= 1 and lu and lu > now then
+    n = 1
+    fields[3] = 'lt'
+    iv[1] = li
+    burst[1] = math.floor(lb)
+    units[1] = 1
+    floor[1] = 0
+  end
+end
+for i = 1, n do
+  local full = burst[i] * iv[i]
+  local v = vals[i + 2]
+  tat[i] = valid(v, now + cap + full)
+  if not tat[i] then
+    fix = fix or v ~= false
+    tat[i] = v and now + full or 0
+  end
+  if floor[i] > 0 and now + math.min(floor[i], cap + full) > tat[i] then
+    tat[i] = now + math.min(floor[i], cap + full)
+    fix = true
+  end
 end
 local waits = {}
 for s = 1, slots do
   local d = math.max(now, pause)
   for i = 1, n do d = math.max(d, tat[i] + (units[i] - burst[i]) * iv[i]) end
   if d - now > within then
-    if s == 1 then return {d - now} end
+    if s == 1 then waits[1] = d - now end
     break
   end
   for i = 1, n do tat[i] = math.max(tat[i], d) + units[i] * iv[i] end
   waits[s] = d - now
 end
-if n > 0 then
-  local need = pause
-  local hs = {}
-  for i = 1, n do
-    hs[2 * i - 1] = fields[i + 2]
-    hs[2 * i] = string.format('%d', tat[i])
-    need = math.max(need, tat[i])
-  end
-  if exp < need + margin / 2 then
-    exp = need + margin
-    hs[2 * n + 1] = 'exp'
-    hs[2 * n + 2] = string.format('%d', exp)
+if #waits == 1 and waits[1] > within and not fix then return waits end
+local need = pause
+local hs = {}
+for i = 1, n do
+  hs[#hs + 1] = fields[i + 2]
+  hs[#hs + 1] = string.format('%d', tat[i])
+  need = math.max(need, tat[i])
+end
+if fix then
+  hs[#hs + 1] = 'pause'
+  hs[#hs + 1] = string.format('%d', pause)
+end
+if #hs > 0 then
+  local exp = valid(vals[2], now + 2 * cap + 604800000000)
+  if fix or exp == nil or exp < need + margin / 2 then
+    exp = math.max(exp or 0, need + margin)
+    hs[#hs + 1] = 'exp'
+    hs[#hs + 1] = string.format('%d', exp)
     redis.call('HSET', KEYS[1], unpack(hs))
     redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000)))
   else
@@ -102,31 +160,55 @@ return waits
 // reserveOneScript is reserveScript for the common case of one limit and
 // one slot, with the arithmetic done by the client: it returns the wait as
 // an integer, in µs from now, and spends nothing when the wait is longer
-// than ARGV[5] µs. Both scripts keep the same fields, so processes that use
-// either share one quota.
+// than ARGV[5] µs. Both scripts keep the same fields, and check them the
+// same way, so processes that use either share one quota.
 //
 // KEYS[1]: the quota's hash; ARGV[1]: the limit's field; ARGV[2]: burst·T
 // less the units the request spends times T, in µs (how far ahead of now
 // the TAT may be for the request to leave at once); ARGV[3]: the units
 // times T, in µs; ARGV[4]: the margin of the TTL, in µs; ARGV[5]: the
-// longest wait worth spending the slot on, in µs.
-var reserveOneScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+// longest wait worth spending the slot on, in µs; ARGV[6]: the cap on
+// waits, in µs; ARGV[7] and ARGV[8]: the least TAT and the least pause, in
+// µs from now (0: none), as in reserveScript.
+var reserveOneScript = redis.NewScript(prelude + `
+local room, step, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[6])
 local v = redis.call('HMGET', KEYS[1], 'pause', 'exp', ARGV[1])
-local pause = tonumber(v[1]) or 0
-local tat = tonumber(v[3]) or 0
-local d = math.max(now, pause, tat - ARGV[2])
-if d - now > tonumber(ARGV[5]) then return d - now end
-tat = math.max(tat, d) + ARGV[3]
-local exp = tonumber(v[2]) or 0
+local pause, fix = pauseOf(v[1], cap)
+local pf = tonumber(ARGV[8])
+if pf > 0 and now + math.min(pf, cap) > pause then
+  pause = now + math.min(pf, cap)
+  fix = true
+end
+local tat = valid(v[3], now + cap + room + step)
+if not tat then
+  fix = fix or v[3] ~= false
+  tat = v[3] and now + room + step or 0
+end
+local floor = tonumber(ARGV[7])
+if floor > 0 and now + math.min(floor, cap + room + step) > tat then
+  tat = now + math.min(floor, cap + room + step)
+  fix = true
+end
+local d = math.max(now, pause, tat - room)
+local spend = d - now <= tonumber(ARGV[5])
+if not spend and not fix then return d - now end
+if spend then tat = math.max(tat, d) + step end
+local hs = {ARGV[1], string.format('%d', tat)}
+if fix then
+  hs[3] = 'pause'
+  hs[4] = string.format('%d', pause)
+end
 local need = math.max(tat, pause)
-if exp < need + ARGV[4] / 2 then
-  exp = need + ARGV[4]
-  redis.call('HSET', KEYS[1], ARGV[1], string.format('%d', tat), 'exp', string.format('%d', exp))
+local margin = tonumber(ARGV[4])
+local exp = valid(v[2], now + 2 * cap + 604800000000)
+if fix or exp == nil or exp < need + margin / 2 then
+  exp = math.max(exp or 0, need + margin)
+  hs[#hs + 1] = 'exp'
+  hs[#hs + 1] = string.format('%d', exp)
+  redis.call('HSET', KEYS[1], unpack(hs))
   redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000)))
 else
-  redis.call('HSET', KEYS[1], ARGV[1], string.format('%d', tat))
+  redis.call('HSET', KEYS[1], unpack(hs))
 end
 return d - now
 `)
@@ -136,22 +218,23 @@ return d - now
 // pause, in µs.
 //
 // KEYS[1]: the quota's hash; ARGV[1]: the pause in µs; ARGV[2]: the margin
-// of the TTL, in ms.
-var pauseScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local untl = now + tonumber(ARGV[1])
+// of the TTL, in ms; ARGV[3]: the cap on waits, in µs (the pause is no
+// longer).
+var pauseScript = redis.NewScript(prelude + `
+local cap = tonumber(ARGV[3])
+local untl = now + math.min(tonumber(ARGV[1]), cap)
 local vals = redis.call('HMGET', KEYS[1], 'pause', 'exp')
-local cur = tonumber(vals[1]) or 0
-local exp = tonumber(vals[2]) or 0
-if untl > cur then
+local cur, fix = pauseOf(vals[1], cap)
+if untl > cur or fix then
+  untl = math.max(untl, cur)
   redis.call('HSET', KEYS[1], 'pause', string.format('%d', untl))
 else
   untl = cur
 end
 local margin = tonumber(ARGV[2]) * 1000
-if exp < untl + margin / 2 then
-  exp = untl + margin
+local exp = valid(vals[2], now + 2 * cap + 604800000000)
+if fix or exp == nil or exp < untl + margin / 2 then
+  exp = math.max(exp or 0, untl + margin)
   redis.call('HSET', KEYS[1], 'exp', string.format('%d', exp))
   redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000)))
 end
@@ -159,13 +242,12 @@ return untl - now
 `)
 
 // pausedScript returns the time left of the quota's pause, in µs; 0 when
-// there is none.
+// there is none. It reads the pause as the other scripts do, and leaves
+// its repair to them.
 //
-// KEYS[1]: the quota's hash.
-var pausedScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
-local pause = tonumber(redis.call('HGET', KEYS[1], 'pause')) or 0
+// KEYS[1]: the quota's hash; ARGV[1]: the cap on waits, in µs.
+var pausedScript = redis.NewScript(prelude + `
+local pause = pauseOf(redis.call('HGET', KEYS[1], 'pause'), tonumber(ARGV[1]))
 return math.max(pause - now, 0)
 `)
 
@@ -174,14 +256,14 @@ return math.max(pause - now, 0)
 // reservations without limits of every process apply it (see
 // reserveScript). It returns 1.
 //
-// KEYS[1]: the quota's hash; ARGV[4]: the margin of the TTL, in µs.
-var learnScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+// KEYS[1]: the quota's hash; ARGV[4]: the margin of the TTL, in µs;
+// ARGV[5]: the cap on waits, in µs.
+var learnScript = redis.NewScript(prelude + `
 local untl = now + ARGV[3]
-local exp = tonumber(redis.call('HGET', KEYS[1], 'exp')) or 0
+local cap = tonumber(ARGV[5])
+local exp = valid(redis.call('HGET', KEYS[1], 'exp'), now + 2 * cap + 604800000000)
 local lu = string.format('%d', untl)
-if exp < untl + ARGV[4] / 2 then
+if exp == nil or exp < untl + ARGV[4] / 2 then
   exp = untl + ARGV[4]
   redis.call('HSET', KEYS[1], 'li', ARGV[1], 'lb', ARGV[2], 'lu', lu, 'exp', string.format('%d', exp))
   redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000)))
@@ -193,7 +275,8 @@ return 1
 
 // heartbeatScript announces a process for a quota, or withdraws it, and
 // returns how many processes are announced. Each member's score is the
-// instant (ms of Redis's clock) its announcement ends.
+// instant (ms of Redis's clock) its announcement ends; one further ahead
+// than ten announcements last was not written by a process, and goes.
 //
 // KEYS[1]: the quota's sorted set of processes; ARGV[1]: the process;
 // ARGV[2]: how long the announcement lasts, in ms; ARGV[3]: "1" to
@@ -203,6 +286,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now))
+redis.call('ZREMRANGEBYSCORE', KEYS[1], string.format('(%d', now + 10 * ttl), '+inf')
 if ARGV[3] == '1' then
   redis.call('ZREM', KEYS[1], ARGV[1])
 else
@@ -222,19 +306,19 @@ func intReply(script string, v any) (int64, error) {
 	return n, nil
 }
 
-// waitReply checks that v, reserveOneScript's reply, is a non-negative
-// integer.
-func waitReply(v any) (int64, error) {
+// waitReply checks that v, reserveOneScript's reply, is an integer from 0
+// to most.
+func waitReply(v any, most int64) (int64, error) {
 	n, ok := v.(int64)
-	if !ok || n < 0 {
-		return 0, &ReplyError{Script: "reserve", Reply: v, Reason: "want a non-negative integer"}
+	if !ok || n < 0 || n > most {
+		return 0, &ReplyError{Script: "reserve", Reply: v, Reason: "want an integer from 0 to the cap"}
 	}
 	return n, nil
 }
 
-// waitsReply checks that v is an array of 1 to want non-negative integers,
-// and appends them to dst.
-func waitsReply(dst []int64, v any, want int) ([]int64, error) {
+// waitsReply checks that v is an array of 1 to want integers from 0 to
+// most, and appends them to dst.
+func waitsReply(dst []int64, v any, want int, most int64) ([]int64, error) {
 	arr, ok := v.([]any)
 	if !ok {
 		return dst, &ReplyError{Script: "reserve", Reply: v, Reason: "want an array"}
@@ -244,8 +328,8 @@ func waitsReply(dst []int64, v any, want int) ([]int64, error) {
 	}
 	for _, e := range arr {
 		n, ok := e.(int64)
-		if !ok || n < 0 {
-			return dst, &ReplyError{Script: "reserve", Reply: v, Reason: "want non-negative integers"}
+		if !ok || n < 0 || n > most {
+			return dst, &ReplyError{Script: "reserve", Reply: v, Reason: "want integers from 0 to the cap"}
 		}
 		dst = append(dst, n)
 	}

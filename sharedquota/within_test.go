@@ -68,9 +68,9 @@ func TestReserveSpendsNothingBeyondWithin(t *testing.T) {
 		if q.Stats().Degraded != 10 {
 			t.Fatalf("stats %+v, want 10 degraded", q.Stats())
 		}
-		// The fallback starts as full as the shared quota would: whatever
-		// it admits at once, it admits nothing past 1.5s, and refuses
-		// without spending: the last wait is the first refused one's.
+		// The fallback starts empty: it admits one slot at 1s, nothing
+		// past 1.5s, and refuses without spending: the last wait is the
+		// first refused one's.
 		if got[9] <= 1500*time.Millisecond || got[9] > got[8] {
 			t.Fatalf("fallback waits %v: refusals spend", got)
 		}
@@ -83,8 +83,8 @@ func TestReserveSpendsNothingBeyondWithin(t *testing.T) {
 // TestLocalPacerWithin: the fallback's pacer, on its own clock.
 func TestLocalPacerWithin(t *testing.T) {
 	var p localPacer
-	p.configure([]headway.Limit{headway.Every(time.Second).WithBurst(2)}, 1)
 	s := int64(time.Second)
+	p.start([]headway.Limit{headway.Every(time.Second).WithBurst(2)}, 1, -2*s) // full at 0
 	for i, want := range []int64{0, 0, s, 2 * s} {
 		if d := p.reserve(0, 0, 1, 2*s); d != want {
 			t.Fatalf("reservation %d at 0 leaves at %v, want %v", i, time.Duration(d), time.Duration(want))
@@ -97,5 +97,27 @@ func TestLocalPacerWithin(t *testing.T) {
 	}
 	if d := p.reserve(0, 0, 1, 3*s); d != 3*s {
 		t.Fatalf("after refusals: %v, want 3s", time.Duration(d))
+	}
+}
+
+// TestLocalPacerStartsEmpty: the fallback's pacer, entered at from, lets
+// its first request go one interval later (its share of the limit, among
+// live processes), not a burst at once; its floors say how far ahead it
+// has spent each limit.
+func TestLocalPacerStartsEmpty(t *testing.T) {
+	var p localPacer
+	s := int64(time.Second)
+	lims := []headway.Limit{headway.Every(time.Second).WithBurst(4)}
+	p.start(lims, 2, 0) // 2 processes: one every 2s, burst 2
+	for i, want := range []int64{2 * s, 4 * s, 6 * s} {
+		if d := p.reserve(0, 0, 1, 100*s); d != want {
+			t.Fatalf("reservation %d leaves at %v, want %v", i, time.Duration(d), time.Duration(want))
+		}
+	}
+	if f := p.floors(nil, lims, 0); f[0] != int64(10*time.Second/time.Microsecond) {
+		t.Fatalf("floors %v, want 10s in µs (the TAT after 3 of 2s, from empty at 4s)", f)
+	}
+	if f := p.floors(nil, []headway.Limit{headway.PerSecond(5)}, 0); f[0] != 0 {
+		t.Fatalf("floors for other limits %v, want 0", f)
 	}
 }

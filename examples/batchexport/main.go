@@ -19,10 +19,15 @@
 //	go run ./examples/batchexport -metrics 127.0.0.1:9464 &
 //	curl -s http://127.0.0.1:9464/metrics | grep headway_
 //
-// It ends with a summary: records, elapsed time, the rate achieved after
-// the initial burst against the limit, the 429s received and the retries.
-// It exits with status 1 if a record could not be exported or a 429 came
-// back.
+// It ends with a summary: records exported, failed and not attempted,
+// elapsed time, the rate achieved after the initial burst against the
+// limit, the 429s received and the retries. It exits with status 1 if a
+// record could not be exported or a 429 came back.
+//
+// On Ctrl-C (SIGINT) it stops sending: records not yet sent, and requests
+// still waiting in headway's queue, are not attempted; requests already
+// sent are let finish, for -grace at most. It then prints the summary and
+// exits with status 130. A second Ctrl-C ends it at once.
 package main
 
 import (
@@ -36,6 +41,8 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -61,21 +68,78 @@ type config struct {
 	workers  int
 	url      string
 	progress string
+	grace    time.Duration        // how long requests in flight may finish after an interrupt
 	metrics  string               // -metrics: where to serve them; empty: nowhere
 	mp       metric.MeterProvider // headway reports to it; nil: no metrics
 }
 
+// parseFlags reads the command line args (without the program name) into a
+// config, and checks it.
+func parseFlags(args []string, out io.Writer) (config, error) {
+	var cfg config
+	fs := flag.NewFlagSet("batchexport", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.IntVar(&cfg.records, "n", 2000, "number of records to export")
+	fs.IntVar(&cfg.rate, "rate", 50, "the API's limit, in requests per second")
+	fs.IntVar(&cfg.burst, "burst", 10, "the API's burst")
+	fs.IntVar(&cfg.workers, "workers", 32, "concurrent workers")
+	fs.StringVar(&cfg.url, "url", "", "base URL of an external API (default: start the fake API in-process)")
+	fs.StringVar(&cfg.progress, "progress", "auto", "progress display: bar, lines or auto (a bar on a terminal)")
+	fs.DurationVar(&cfg.grace, "grace", 10*time.Second, "on Ctrl-C, how long requests already sent may take to finish")
+	fs.StringVar(&cfg.metrics, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics while exporting (default: none)")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return cfg, cfg.check()
+}
+
+// check reports the first invalid setting of cfg.
+func (cfg config) check() error {
+	switch {
+	case cfg.records <= 0:
+		return fmt.Errorf("-n must be positive, not %d", cfg.records)
+	case cfg.rate <= 0:
+		return fmt.Errorf("-rate must be positive, not %d", cfg.rate)
+	case cfg.burst <= 0:
+		return fmt.Errorf("-burst must be positive, not %d", cfg.burst)
+	case cfg.workers <= 0:
+		return fmt.Errorf("-workers must be positive, not %d", cfg.workers)
+	case cfg.grace < 0:
+		return fmt.Errorf("-grace must not be negative, not %v", cfg.grace)
+	}
+	switch cfg.progress {
+	case "auto", "bar", "lines":
+	default:
+		return fmt.Errorf("-progress must be bar, lines or auto, not %q", cfg.progress)
+	}
+	if cfg.url != "" {
+		u, err := url.Parse(cfg.url)
+		if err != nil {
+			return fmt.Errorf("-url: %v", err)
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("-url must be an absolute http or https URL, not %q", cfg.url)
+		}
+	}
+	return nil
+}
+
 // summary is what one export did.
 type summary struct {
-	Records     int
-	Failed      int64
-	Elapsed     time.Duration
-	Rate        float64      // achieved after the initial burst, per second
-	Limit       int          // per second
-	TooMany     int64        // 429s received
-	Retries     int64        // requests headway sent again, and records the export sent again
-	Throttled   int64        // throttled responses headway received
-	ServerStats *serverStats // nil when the server gave none
+	Records      int   // exported
+	Failed       int64 // sent at least once, and not exported
+	NotAttempted int   // never sent: the export was interrupted first
+	Interrupted  bool  // the export stopped early, on Ctrl-C
+	Elapsed      time.Duration
+	Rate         float64      // achieved after the initial burst, per second
+	Limit        int          // per second
+	TooMany      int64        // 429s received
+	Retries      int64        // requests headway sent again, and records the export sent again
+	Throttled    int64        // throttled responses headway received
+	ServerStats  *serverStats // nil when the server gave none
 }
 
 // serverStats is the part of the fake server's /_stats JSON this example
@@ -88,19 +152,19 @@ type serverStats struct {
 }
 
 func main() {
-	var cfg config
-	flag.IntVar(&cfg.records, "n", 2000, "number of records to export")
-	flag.IntVar(&cfg.rate, "rate", 50, "the API's limit, in requests per second")
-	flag.IntVar(&cfg.burst, "burst", 10, "the API's burst")
-	flag.IntVar(&cfg.workers, "workers", 32, "concurrent workers")
-	flag.StringVar(&cfg.url, "url", "", "base URL of an external API (default: start the fake API in-process)")
-	flag.StringVar(&cfg.progress, "progress", "auto", "progress display: bar, lines or auto (a bar on a terminal)")
-	flag.StringVar(&cfg.metrics, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics while exporting (default: none)")
-	flag.Parse()
 	log.SetFlags(0)
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		log.Printf("batchexport: %v", err)
+		os.Exit(2)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	context.AfterFunc(ctx, stop) // a second Ctrl-C ends the program at once
 	if cfg.metrics != "" {
 		mp, addr, stopMetrics, err := serveMetrics(cfg.metrics)
 		if err != nil {
@@ -115,14 +179,21 @@ func main() {
 		log.Fatalf("batchexport: %v", err)
 	}
 	printSummary(os.Stdout, sum)
-	if sum.Failed > 0 || sum.TooMany > 0 {
+	switch {
+	case sum.Interrupted:
+		os.Exit(130)
+	case sum.Failed > 0 || sum.TooMany > 0:
 		os.Exit(1)
 	}
 }
 
+// run exports cfg.records records, until they are all sent or ctx ends.
+// When ctx ends it sends nothing more, lets the requests already sent
+// finish (for cfg.grace at most) and returns the summary of what was done;
+// it fails only when the export cannot start.
 func run(ctx context.Context, cfg config, progressOut io.Writer) (summary, error) {
-	if cfg.records <= 0 || cfg.rate <= 0 || cfg.workers <= 0 {
-		return summary{}, errors.New("-n, -rate and -workers must be positive")
+	if err := cfg.check(); err != nil {
+		return summary{}, err
 	}
 	base := cfg.url
 	if base == "" {
@@ -149,10 +220,21 @@ func run(ctx context.Context, cfg config, progressOut io.Writer) (summary, error
 	client := &http.Client{Transport: hw, Timeout: time.Minute}
 	defer httpTransport.CloseIdleConnections()
 
-	before, _ := fetchStats(ctx, client, base)
+	// Requests live on work, not ctx: on an interrupt those already sent
+	// may finish, for cfg.grace at most, while those still waiting for
+	// their turn are abandoned (see attempt).
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	stopGrace := context.AfterFunc(ctx, func() {
+		time.AfterFunc(cfg.grace, cancelWork)
+	})
+	defer stopGrace()
+
+	before, _ := fetchStats(work, client, base)
 	bar := newProgress(cfg, progressOut)
 	var (
 		retries, failed atomic.Int64
+		notAttempted    atomic.Int64
 		mu              sync.Mutex
 		first, last     time.Time
 		sent            int
@@ -168,27 +250,21 @@ func run(ctx context.Context, cfg config, progressOut io.Writer) (summary, error
 		}
 		sent++
 	}
-	export := func(id int) {
+	// export sends record id, and reports whether it was exported.
+	export := func(id int) bool {
 		body, _ := json.Marshal(map[string]any{"id": id, "name": "record-" + strconv.Itoa(id)})
 		for attempt := 1; ; attempt++ {
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/records", bytes.NewReader(body))
-			if err != nil {
+			ok, sent := attemptOnce(ctx, work, client, base+"/records", body)
+			switch {
+			case ok:
+				record(time.Now())
+				return true
+			case !sent && attempt == 1:
+				notAttempted.Add(1) // interrupted before it left
+				return false
+			case attempt == 3 || ctx.Err() != nil:
 				failed.Add(1)
-				return
-			}
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := client.Do(req)
-			if err == nil {
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode < 300 {
-					record(time.Now())
-					return
-				}
-			}
-			if attempt == 3 || ctx.Err() != nil {
-				failed.Add(1)
-				return
+				return false
 			}
 			retries.Add(1)
 		}
@@ -200,15 +276,17 @@ func run(ctx context.Context, cfg config, progressOut io.Writer) (summary, error
 	for range cfg.workers {
 		wg.Go(func() {
 			for id := range ids {
-				export(id)
-				bar.Add(1)
+				if export(id) {
+					bar.Add(1) // progress counts records exported
+				}
 			}
 		})
 	}
+	fed := 0
 feed:
-	for id := range cfg.records {
+	for ; fed < cfg.records; fed++ {
 		select {
-		case ids <- id:
+		case ids <- fed:
 		case <-ctx.Done():
 			break feed
 		}
@@ -218,19 +296,23 @@ feed:
 	bar.Finish()
 
 	sum := summary{
-		Records: sent,
-		Failed:  failed.Load(),
-		Elapsed: time.Since(start),
-		Limit:   cfg.rate,
-		TooMany: hw.Stats().Throttled, // every throttled response, retried or not
-		Retries: retries.Load() + hw.Stats().Retries,
+		Records:      sent,
+		Failed:       failed.Load(),
+		NotAttempted: cfg.records - fed + int(notAttempted.Load()),
+		Interrupted:  ctx.Err() != nil,
+		Elapsed:      time.Since(start),
+		Limit:        cfg.rate,
+		TooMany:      hw.Stats().Throttled, // every throttled response, retried or not
+		Retries:      retries.Load() + hw.Stats().Retries,
 	}
 	// The rate after the initial burst: the requests after the burst over
 	// the time between the first and the last response.
 	if b := clientBurst(cfg.burst); sent > b && last.After(first) {
 		sum.Rate = float64(sent-b) / last.Sub(first).Seconds()
 	}
-	if after, err := fetchStats(ctx, client, base); err == nil {
+	statsCtx, cancelStats := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancelStats()
+	if after, err := fetchStats(statsCtx, client, base); err == nil {
 		if before != nil {
 			after.Admitted -= before.Admitted
 			after.Rejected -= before.Rejected
@@ -238,7 +320,37 @@ feed:
 		}
 		sum.ServerStats = after
 	}
-	return sum, ctx.Err()
+	return sum, nil
+}
+
+// attemptOnce posts body to url once. Its request is abandoned, unsent, if
+// stop ends while it still waits for its turn in headway's queue; once
+// sent, it lives until work ends. ok reports a 2xx response; sent, that the
+// request left for the server.
+func attemptOnce(stop, work context.Context, client *http.Client, url string, body []byte) (ok, sent bool) {
+	const waiting, left, abandoned = 0, 1, 2
+	var state atomic.Int32
+	reqCtx, cancel := context.WithCancel(work)
+	defer cancel()
+	release := context.AfterFunc(stop, func() {
+		if state.CompareAndSwap(waiting, abandoned) {
+			cancel()
+		}
+	})
+	defer release()
+	trace := &httptrace.ClientTrace{GetConn: func(string) { state.CompareAndSwap(waiting, left) }}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(reqCtx, trace), http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return false, true // cannot be sent: a failure, not an interruption
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return false, state.Load() != abandoned
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode < 300, true
 }
 
 // serveMetrics serves, at http://addr/metrics, the metrics reported to the
@@ -299,7 +411,10 @@ func fetchStats(ctx context.Context, client *http.Client, base string) (*serverS
 }
 
 func printSummary(w io.Writer, s summary) {
-	fmt.Fprintf(w, "records exported: %d (failed: %d)\n", s.Records, s.Failed)
+	if s.Interrupted {
+		fmt.Fprintln(w, "interrupted:      stopped sending on Ctrl-C")
+	}
+	fmt.Fprintf(w, "records exported: %d (failed: %d, not attempted: %d)\n", s.Records, s.Failed, s.NotAttempted)
 	fmt.Fprintf(w, "elapsed:          %v\n", s.Elapsed.Round(time.Millisecond))
 	fmt.Fprintf(w, "achieved rate:    %.2f/s after the burst, limit %d/s (%+.2f%%)\n",
 		s.Rate, s.Limit, 100*(s.Rate-float64(s.Limit))/float64(s.Limit))
