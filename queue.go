@@ -112,7 +112,7 @@ type keyState struct {
 	model    serverModel   // what the server says is left
 	buckets  *bucketModels // the server's named buckets; nil until one is named
 	aimd     aimd          // the pace learned from bare throttles
-	aimdB    bucket        // aimd's pace, as a bucket of burst 1
+	aimdB    bucket        // aimd's pace, as a bucket of burst 1 that counts requests
 	window   learnedWindow // a fixed window learned from the throttles' waits
 	sent     uint64        // departures so far; the last one's number
 	firstAt  int64         // when the first departure left
@@ -223,7 +223,7 @@ func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 	if k.window.on {
 		d = max(d, k.window.earliest(d))
 	} else if k.aimd.active {
-		d = max(d, satAdd(k.aimdB.tat, satMul(n-1, k.aimdB.interval)))
+		d = k.aimdB.Earliest(d, n, cost)
 	}
 	return k.outageFloor(d)
 }
@@ -242,8 +242,8 @@ func (k *keyState) take(d, cost int64, route string) departure {
 	}
 	k.window.take(d)
 	if k.aimd.active {
-		k.aimdB.interval = k.aimd.interval(d)
-		k.aimdB.tat = satAdd(max(k.aimdB.tat, d), k.aimdB.interval)
+		k.aimdB.Interval = k.aimd.interval(d)
+		k.aimdB.Take(d, cost)
 	}
 	if k.sent == 0 {
 		k.firstAt = d
@@ -546,14 +546,14 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *Signal, 
 		}
 		n, span, known := k.model.recent(now, pausedTill)
 		k.aimd.throttled(now, seq, k.sent, n, span, known, known && pausedTill > now-int64(time.Second))
-		k.aimdB.interval, k.aimdB.burst = k.aimd.interval(now), 1
+		k.aimdB.Interval, k.aimdB.Burst, k.aimdB.Unweighted = k.aimd.interval(now), 1, true
 		// The throttle emptied the server's bucket: the next request waits
 		// for the end of the pause the server named, or else one interval
 		// at the new pace.
 		if sig.HasWait {
-			k.aimdB.tat = satAdd(now, int64(wait))
+			k.aimdB.TAT = satAdd(now, int64(wait))
 		} else {
-			k.aimdB.tat = max(k.aimdB.tat, satAdd(now, k.aimdB.interval))
+			k.aimdB.TAT = max(k.aimdB.TAT, satAdd(now, k.aimdB.Interval))
 		}
 	}
 	k.dispatch(now)
@@ -593,8 +593,8 @@ func (k *keyState) rareThrottle(now int64, seq uint64) bool {
 func (k *keyState) minBurst() int64 {
 	var m int64
 	for i, b := range k.pacer.buckets {
-		if i == 0 || b.burst < m {
-			m = b.burst
+		if i == 0 || b.Burst < m {
+			m = b.Burst
 		}
 	}
 	return m
@@ -605,7 +605,7 @@ func (k *keyState) minBurst() int64 {
 func (k *keyState) ceiling() float64 {
 	c := 0.0
 	for _, b := range k.pacer.buckets {
-		if r := 1e9 / float64(b.interval); c == 0 || r < c {
+		if r := 1e9 / float64(b.Interval); c == 0 || r < c {
 			c = r
 		}
 	}
