@@ -81,6 +81,17 @@ type BreakerSettings struct {
 	// breaker. The default is 1.
 	MaxRequests int
 
+	// Hold chooses what an open breaker does with requests. False, the
+	// default, fails them fast: every request of the key, queued ones
+	// included, fails at once with a *CircuitOpenError until a probe gets
+	// through; for online paths that have a fallback. True holds them:
+	// they wait in the key's queue, in order, behind the half-open probe,
+	// their deadlines and QueueOptions.MaxWait permitting, and go at the
+	// key's pace as soon as a probe succeeds; for batch work, which must
+	// not lose records. A held request that cannot wait for the next probe
+	// fails at once with a *WaitError whose NextProbe says when it goes.
+	Hold bool
+
 	// OnStateChange, when set, is called on every change of a key's state,
 	// with the key. Calls come in the order of the changes, one at a time,
 	// and never under a lock, so the hook may use the Transport; they may
@@ -147,6 +158,7 @@ var (
 // clock (or synctest's), not a parameter.
 type breaker struct {
 	key     string
+	hold    bool // BreakerSettings.Hold
 	cb      *gobreaker.TwoStepCircuitBreaker[struct{}]
 	timeout time.Duration
 	hook    func(key string, from, to BreakerState)
@@ -230,6 +242,17 @@ func (b *breaker) allow(now time.Time) (done func(outcome), err error) {
 		}
 		b.flush()
 	}, nil
+}
+
+// allowHold is allow for a breaker in hold mode, whose refusal is not an
+// error but a wait: until RetryAt, or, when RetryAt is zero, until the
+// probe in flight ends.
+func (b *breaker) allowHold(now time.Time) (func(outcome), *CircuitOpenError) {
+	done, err := b.allow(now)
+	if err != nil {
+		return nil, err.(*CircuitOpenError)
+	}
+	return done, nil
 }
 
 // openError turns gobreaker's refusal into a *CircuitOpenError.

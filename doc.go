@@ -95,12 +95,29 @@
 // its key's pause ends, ahead of new work; a 502, 503 or 504 or a transport
 // error of an idempotent one after a jittered backoff; within a retry budget
 // per key. [WithBreaker] gives each key a circuit breaker that fails requests
-// at once with a [*CircuitOpenError] while its server is down.
+// at once with a [*CircuitOpenError] while its server is down, or, with
+// [BreakerSettings.Hold], holds them in the queue behind its probe.
 // [WithSharedQuota] shares each key's quota and pauses across processes
 // (package sharedquota implements it over Redis), and, through the optional
 // [SharedPauseChecker] and [SharedLearner], holds requests already reserved
 // when a pause comes and shares what responses say. A [Preset] such as
 // [GitHub] or [OpenAI] configures a well-known API in one option.
+//
+// # Outages
+//
+// A failure that shows a key's host is down (a 5xx but 501 and 505, a 503
+// or 529 that names no delay, a broken or refused connection, a timeout;
+// not a 4xx, not a throttle) moves the key into probing: one request in
+// flight at a time, each after a jittered backoff that grows from the first
+// failure ([RetryOptions.ProbeInterval], [RetryOptions.MaxProbeInterval]).
+// The key's other requests wait in its queue, in order; one whose deadline
+// or [QueueOptions.MaxWait] comes before the next probe fails at once with a
+// [*WaitError] whose NextProbe says when it goes. A retry of a request that
+// met the outage waits at the front of the queue, so retries add no probes.
+// The first probe that gets another answer ends the outage, and the queue
+// drains at the key's pace at once. A key whose requests go unanswered for
+// much longer than usual (a host that accepts and hangs) sends no more
+// until an answer or a timeout comes.
 //
 // # Seeing it work
 //

@@ -24,6 +24,10 @@ var (
 	// negative.
 	ErrInvalidCost = errors.New("headway: invalid cost")
 
+	// errNilResponse is the error of an attempt whose base RoundTripper
+	// returned neither a response nor an error.
+	errNilResponse = errors.New("headway: base RoundTripper returned a nil response and a nil error")
+
 	// errEvicted tells acquire's caller that the key was evicted between
 	// look-up and lock; it never reaches a user.
 	errEvicted = errors.New("headway: key evicted")
@@ -43,6 +47,11 @@ type WaitError struct {
 	Wait time.Duration
 	// Allowed is the wait the request could afford.
 	Allowed time.Duration
+	// NextProbe is set when the wait is for the host of the request's key
+	// to come back: the key is probing it after failures (5xx, broken
+	// connections, timeouts), and NextProbe is when its next probe goes.
+	// It is zero otherwise.
+	NextProbe time.Time
 	// Stated reports that Wait was named by the server (Retry-After, or
 	// the reset of an exhausted quota) and is longer than the cap set by
 	// WithMaxRetryAfter, which Allowed holds.
@@ -51,6 +60,9 @@ type WaitError struct {
 
 // Error describes the failure.
 func (e *WaitError) Error() string {
+	if !e.NextProbe.IsZero() {
+		return fmt.Sprintf("headway: host down, next probe in %v, exceeds the %v allowed", e.Wait, e.Allowed)
+	}
 	if e.Stated {
 		return fmt.Sprintf("headway: the server named a wait of %v, above the cap of %v", e.Wait, e.Allowed)
 	}

@@ -63,7 +63,13 @@ func (l Limit) Interval() time.Duration {
 	if l.Count <= 0 || l.Period <= 0 {
 		return 0
 	}
-	return (l.Period + time.Duration(l.Count) - 1) / time.Duration(l.Count)
+	// Rounded up without overflow: Period+Count-1 may not fit.
+	n := time.Duration(l.Count)
+	iv := l.Period / n
+	if l.Period%n != 0 {
+		iv++
+	}
+	return iv
 }
 
 func (l Limit) burst() int64 {
@@ -97,6 +103,8 @@ func (l Limit) validate() error {
 		return fmt.Errorf("headway: invalid limit %v: Period must be positive", l)
 	case l.Burst < 0:
 		return fmt.Errorf("headway: invalid limit %v: Burst must not be negative", l)
+	case l.Interval() <= 0:
+		return fmt.Errorf("headway: invalid limit %v: Count per Period is finer than a nanosecond", l)
 	case l.burst() > math.MaxInt64/int64(l.Interval()) || time.Duration(l.burst())*l.Interval() > maxSpan:
 		return fmt.Errorf("headway: invalid limit %v: Burst spans more than %v", l, maxSpan)
 	}

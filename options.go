@@ -3,6 +3,7 @@ package headway
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -77,9 +78,10 @@ func WithMaxRetryAfter(d time.Duration) Option {
 
 // WithDialects sets the rate-limit dialects read from responses, in place
 // of DefaultDialects(); append to DefaultDialects() to add a vendor.
-// Retry-After is always read.
+// Retry-After is always read. Nil dialects are left out: WithDialects(nil)
+// reads no dialect at all.
 func WithDialects(d ...Dialect) Option {
-	d = append([]Dialect{}, d...)
+	d = slices.DeleteFunc(append([]Dialect{}, d...), func(d Dialect) bool { return d == nil })
 	return optionFunc(func(c *config) { c.dialects = d })
 }
 
@@ -140,7 +142,7 @@ func WithKey(f KeyFunc) Option {
 // WithMaxInFlight bounds the requests of one key that are sent and not yet
 // finished, from the moment they leave until their response body is read
 // to the end or closed (or RoundTrip fails). The rest wait in the queue.
-// Zero, the default, means no bound.
+// Zero, the default, or a negative n means no bound.
 func WithMaxInFlight(n int) Option {
 	return optionFunc(func(c *config) { c.maxInFlight = max(n, 0) })
 }

@@ -126,6 +126,17 @@ func ietfPolicies(lines []string) []ietfPolicy {
 
 // ietfLimits reads the RateLimit List of -08 to -11.
 func ietfLimits(list httpsfv.List, policies []ietfPolicy, s *Signal) {
+	var byName map[string]*ietfPolicy
+	if len(policies) > 8 {
+		// Many policies: look them up by name, so that a field of n
+		// members costs O(n), not O(n²), however large a server sends it.
+		byName = make(map[string]*ietfPolicy, len(policies))
+		for i := range policies {
+			if p := &policies[i]; p.named && byName[p.name] == nil {
+				byName[p.name] = p // the first of a name, as the loop below
+			}
+		}
+	}
 	for _, m := range list {
 		it, ok := m.(httpsfv.Item)
 		if !ok {
@@ -150,10 +161,16 @@ func ietfLimits(list httpsfv.List, policies []ietfPolicy, s *Signal) {
 				s.Bucket = name + ";pk=:" + base64.StdEncoding.EncodeToString(b) + ":"
 			}
 		}
-		for _, p := range policies {
-			if p.named && p.name == name {
+		if byName != nil {
+			if p := byName[name]; p != nil {
 				q.Limit, q.Period, q.Unit = p.q, p.w, p.unit
-				break
+			}
+		} else {
+			for _, p := range policies {
+				if p.named && p.name == name {
+					q.Limit, q.Period, q.Unit = p.q, p.w, p.unit
+					break
+				}
 			}
 		}
 		s.AddQuota(q)

@@ -16,7 +16,7 @@ import (
 // never negative.
 type Signal struct {
 	// Throttled reports that the response rejected the request because of a
-	// rate limit or an overload: every 429 and 503, and a 403 that a dialect
+	// rate limit or an overload: every 429, 503 and 529, and a 403 that a dialect
 	// recognises as a rate limit (GitHub, Salesforce, Google), and Linear's
 	// 400 RATELIMITED. A 429 that a
 	// dialect recognises as contention on one object rather than the key's
@@ -313,7 +313,7 @@ type SignalParser struct {
 	Dialects []Dialect
 
 	// MaxWait is the longest stated delay worth sleeping on; a longer one
-	// sets Signal.TooLong. Zero means DefaultMaxWait.
+	// sets Signal.TooLong. Zero or a negative value means DefaultMaxWait.
 	MaxWait time.Duration
 }
 
@@ -326,9 +326,9 @@ func ParseSignal(in *SignalInput) Signal {
 
 // Parse reads what the response described by in said about rate limiting.
 //
-// 429 and 503 are throttled even without any header; a 403 is throttled only
-// when a dialect recognises a rate limit in it. Retry-After (and
-// retry-after-ms, x-ms-retry-after-ms) is read on 403, 429 and 503 and wins
+// 429, 503 and 529 are throttled even without any header; a 403 is throttled
+// only when a dialect recognises a rate limit in it. Retry-After (and
+// retry-after-ms, x-ms-retry-after-ms) is read on 403, 429, 503 and 529 and wins
 // over every other signal; the dialects then read quotas. A response served
 // from a cache (Age > 0) is stale: its fields are ignored. Malformed fields
 // are ignored, never guessed at.
@@ -347,7 +347,7 @@ func (p *SignalParser) Parse(in *SignalInput) Signal {
 // fam may say anything: the fast path of Parse says no for most.
 func (p *SignalParser) mayCarry(status int, fam family) bool {
 	mayLimit := status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable ||
-		status == http.StatusForbidden
+		status == http.StatusForbidden || status == statusOverloaded
 	return fam&^(famAge|famNonCanonical) != 0 || mayLimit || (p != nil && p.Dialects != nil)
 }
 
@@ -373,7 +373,8 @@ func (p *SignalParser) parse(in *SignalInput, fam family) Signal {
 		w.Header = canonicalHeader(in.Header)
 	}
 
-	limitStatus := in.Status == http.StatusTooManyRequests || in.Status == http.StatusServiceUnavailable
+	limitStatus := in.Status == http.StatusTooManyRequests || in.Status == http.StatusServiceUnavailable ||
+		in.Status == statusOverloaded
 	s := new(Signal)
 	s.Throttled, s.Retryable = limitStatus, true
 	if fam&famAge != 0 && isStale(w.Header) {
@@ -386,7 +387,9 @@ func (p *SignalParser) parse(in *SignalInput, fam family) Signal {
 		}
 	}
 	for _, d := range dialects {
-		d.Parse(w, s)
+		if d != nil {
+			d.Parse(w, s)
+		}
 	}
 	sanitize(s, maxWait)
 	return *s

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// vector is one line of testdata/vectors.jsonl (see /work/shared/headers).
+// vector is one line of testdata/vectors.jsonl, the shared header vectors.
 type vector struct {
 	ID       string      `json:"id"`
 	Source   string      `json:"source"`

@@ -24,6 +24,7 @@ type Transport struct {
 	cfg    config
 	parser SignalParser
 	retry  *retryPolicy
+	probe  probeSchedule
 	keys   keyTable
 	hosts  hostTable
 	epoch  time.Time
@@ -63,6 +64,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	t := &Transport{base: base, cfg: cfg, epoch: time.Now()}
 	t.parser = SignalParser{Dialects: cfg.dialects, MaxWait: cfg.maxRetryAfter}
 	t.retry = newRetryPolicy(cfg.retry)
+	t.probe = newProbeSchedule(cfg.retry)
 	t.keys.seed = maphash.MakeSeed()
 	if t.obs = newObserver(cfg.obs); t.obs != nil && t.obs.m != nil {
 		t.obs.m.register(t)
@@ -165,6 +167,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if r != nil {
 			if out, err = r.attempt(); err != nil {
 				done(outcomeExcluded)
+				k.settle(dep, hostUnknown)
 				k.release()
 				k.seen()
 				if last != nil {
@@ -177,19 +180,28 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			last.Body.Close()
 			last = nil
 		}
+		k.sending()
 		resp, err := t.base.RoundTrip(out)
+		if resp == nil && err == nil {
+			err = errNilResponse // a broken base: an error, not a panic
+		}
 		if o != nil {
 			o.sent(ctx, req, key, err)
 		}
 		if k.br != nil {
 			done(classify(resp, err, ctx.Err()))
 		}
-		var sig Signal
+		var (
+			sig Signal
+			hv  outageVerdict
+		)
 		if err != nil {
+			hv = hostVerdict(nil, err, ctx.Err(), &sig)
+			k.settle(dep, hv)
 			k.endProbe()
 			k.release()
 		} else {
-			sig = t.observe(k, dep, resp)
+			sig, hv = t.observe(ctx, k, dep, req.URL.Path, resp)
 			if o != nil && sig.HasWait && sig.Wait > t.cfg.maxRetryAfter {
 				o.capped(ctx, req, key, resp.StatusCode, sig.Wait, t.cfg.maxRetryAfter)
 			}
@@ -213,8 +225,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		r.budget = k.budget
 		k.flushBudget(t.now() / int64(max(k.budgetWidth(), 1)))
+		r.held = hv == hostDown && k.isDown()
 		delay, again := r.next(resp, err, sig, time.Now())
-		if again && k.br != nil && k.br.state() == BreakerOpen {
+		if again && k.br != nil && !k.br.hold && k.br.state() == BreakerOpen {
 			again = false // the attempt that opened the breaker is the answer
 		}
 		if !again {
@@ -230,9 +243,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			k.release()
 		}
-		if sig.Throttled {
-			// The key's pause and pace say when it goes again: a retry
-			// queues ahead of new work as soon as they allow it.
+		if sig.Throttled || r.held {
+			// The key's pause and pace, or its probes, say when it goes
+			// again: a retry queues ahead of new work as soon as they
+			// allow it.
 			delay = 0
 		}
 		if o != nil {
@@ -258,13 +272,13 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 	for {
 		k := t.keys.get(key, t, req)
 		done := noDone
-		if k.br != nil {
+		if k.br != nil && !k.br.hold {
 			var err error
 			if done, err = k.br.allow(time.Now()); err != nil {
 				return nil, departure{}, nil, err
 			}
 		}
-		dep, err := k.acquire(ctx, cost, front)
+		dep, err := k.acquire(ctx, cost, front, req.URL.Path)
 		switch {
 		case err == errEvicted:
 			done(outcomeExcluded)
@@ -273,13 +287,28 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			done(outcomeExcluded)
 			return nil, departure{}, nil, err
 		}
+		if k.br != nil && k.br.hold {
+			// Hold: the breaker is asked as the request leaves. When it
+			// is open, the request goes back to the front of the queue,
+			// which waits for the breaker's probe.
+			var coe *CircuitOpenError
+			if done, coe = k.br.allowHold(time.Now()); coe != nil {
+				k.settle(dep, hostUnknown)
+				k.release()
+				k.seen()
+				k.hold(t.pacerTime(coe.RetryAt))
+				front = true
+				continue
+			}
+		}
 		if err := t.reserveShared(ctx, key, k, cost, queued); err != nil {
 			done(outcomeExcluded)
+			k.settle(dep, hostUnknown)
 			k.release()
 			k.seen()
 			return nil, departure{}, nil, err
 		}
-		if k.br != nil {
+		if k.br != nil && !k.br.hold {
 			done = k.watchBreaker(done)
 		}
 		return k, dep, done, nil
@@ -302,13 +331,17 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // observe reads what resp, the response to departure dep of k, says about
-// its key's rate limit, and tells the key. A response that says nothing
-// costs no lock and no clock reading.
-func (t *Transport) observe(k *keyState, dep departure, resp *http.Response) Signal {
+// its key's rate limit and its host's health, and tells the key: the host's
+// health first, so that a failure holds the queue before anything lets it
+// go. A response that says nothing costs no lock.
+func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, route string, resp *http.Response) (Signal, outageVerdict) {
 	fam := scanHeader(resp.Header)
 	if !t.parser.mayCarry(resp.StatusCode, fam) {
+		sig := Signal{Retryable: true}
+		hv := hostVerdict(resp, nil, ctx.Err(), &sig)
+		k.settle(dep, hv)
 		k.endProbe()
-		return Signal{Retryable: true}
+		return sig, hv
 	}
 	in := SignalInput{Status: resp.StatusCode, Header: resp.Header}
 	if resp.StatusCode >= 400 {
@@ -319,9 +352,16 @@ func (t *Transport) observe(k *keyState, dep departure, resp *http.Response) Sig
 		in.ServerNow = in.Now.Add(off)
 	}
 	sig := t.parser.parse(&in, fam)
+	if overloaded(resp.StatusCode, &sig) && t.probe.initial > 0 {
+		// An overload without a stated delay: the host is down for now, and
+		// its probes, not a cut in the key's pace, say when it is back.
+		sig.Throttled = false
+	}
+	hv := hostVerdict(resp, nil, ctx.Err(), &sig)
+	k.settle(dep, hv)
 	if !sig.Throttled && !sig.HasWait && !sig.HasRemaining && sig.Limit == 0 {
 		k.endProbe()
-		return sig
+		return sig, hv
 	}
 	now := t.now()
 	if v := resp.Header["Date"]; len(v) > 0 {
@@ -329,12 +369,25 @@ func (t *Transport) observe(k *keyState, dep departure, resp *http.Response) Sig
 			k.host.observeDate(date, t.wall(dep.at), t.wall(now))
 		}
 	}
-	k.observe(now, dep.seq, &sig)
-	return sig
+	// A reset stated to the second (a delta in whole seconds, an epoch or a
+	// date) is known to a second only, whatever its fraction after the
+	// clock offset is taken off.
+	coarse := sig.Reset%time.Second == 0 || in.ServerTime().Add(sig.Reset).Nanosecond() == 0
+	k.observe(now, dep, route, &sig, coarse)
+	return sig, hv
 }
 
 // wall converts a time on the pacer's clock to the wall clock.
 func (t *Transport) wall(ns int64) time.Time { return t.epoch.Add(time.Duration(ns)) }
+
+// pacerTime converts a wall-clock time to the pacer's clock; the zero time
+// is now.
+func (t *Transport) pacerTime(at time.Time) int64 {
+	if at.IsZero() {
+		return t.now()
+	}
+	return int64(at.Sub(t.epoch))
+}
 
 // track returns resp, with its body set to give back its request's
 // in-flight slot when read to the end or closed.
@@ -368,6 +421,7 @@ func (t *Transport) newKey(key string, req *http.Request) *keyState {
 			s.OnStateChange = t.obs.breakerHook(key, k.hostName, s.OnStateChange)
 		}
 		k.br = newBreaker(key, s)
+		k.br.hold = s.Hold
 	}
 	// Until the first answer, one request finds out what the server allows:
 	// a configured limit is what its documentation says, and a server's

@@ -160,9 +160,18 @@ type GlobalLimit struct {
 // and a request that meets one spends no quota. Random faults draw from a
 // generator seeded with Seed, so a sequential run is repeatable.
 type Faults struct {
-	// OutageStatus is the status of every response during an outage (see
-	// Server.SetOutage). Zero means 500 Internal Server Error.
+	// Outage is how the server fails during an outage (see
+	// Server.SetOutage). The zero value, OutageError, answers OutageStatus.
+	Outage OutageShape
+
+	// OutageStatus is the status of the responses of an outage: at once for
+	// OutageError, after OutageDelay for OutageSlow. Zero means 500 Internal
+	// Server Error.
 	OutageStatus int
+
+	// OutageDelay is how long an OutageSlow response takes. Zero means one
+	// second.
+	OutageDelay time.Duration
 
 	// ErrorRate is the share of requests, from 0 to 1, answered with
 	// ErrorStatus at random.
@@ -222,6 +231,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.StatsPath == "" {
 		cfg.StatsPath = DefaultStatsPath
+	}
+	if cfg.Faults.OutageDelay <= 0 {
+		cfg.Faults.OutageDelay = time.Second
 	}
 	if cfg.Faults.OutageStatus == 0 {
 		cfg.Faults.OutageStatus = http.StatusInternalServerError

@@ -62,6 +62,7 @@ const (
 	verdictAdmit = iota
 	verdictRespond
 	verdictReset
+	verdictHang // hold the connection for delay without answering
 )
 
 // ServeHTTP answers r: with the server's Stats as JSON at Config.StatsPath,
@@ -82,8 +83,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h := make(http.Header)
 	v := s.decide(now, key, token, h)
-	if v.kind == verdictReset {
+	switch v.kind {
+	case verdictReset:
 		resetConn(w)
+		return
+	case verdictHang:
+		hang(w, r, v.delay)
 		return
 	}
 	if v.delay > 0 && !sleepCtx(r.Context(), v.delay) {
@@ -119,7 +124,7 @@ func (s *Server) decide(now time.Time, key, token string, h http.Header) verdict
 	}
 	v := verdict{delay: s.latency()}
 	if f, ok := s.fault(now, h); ok {
-		f.delay = v.delay
+		f.delay += v.delay
 		return f
 	}
 	if c == nil {

@@ -15,6 +15,7 @@
 //	fakeserver -algorithm sliding-window -rate 100 -window 1m -dialect ietf
 //	fakeserver -dialect github -key header:Authorization -skew 3s
 //	fakeserver -outage-after 10s -outage-for 5s -error-rate 0.05 -latency 20ms
+//	fakeserver -outage-after 10s -outage-for 3s -outage-shape hang
 package main
 
 import (
@@ -65,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		outageAfter  = fs.Duration("outage-after", 0, "start an outage this long after start (with -outage-for)")
 		outageFor    = fs.Duration("outage-for", 0, "length of the outage (0: none)")
 		outageStatus = fs.Int("outage-status", 500, "status during the outage")
+		outageShape  = fs.String("outage-shape", "error", "how the outage fails: error (-outage-status), reset, slow (-outage-status after -outage-delay) or hang")
+		outageDelay  = fs.Duration("outage-delay", time.Second, "how long a slow outage's responses take")
 		errorRate    = fs.Float64("error-rate", 0, "share of requests answered with -error-status at random")
 		errorStatus  = fs.Int("error-status", 500, "status of random errors")
 		resetRate    = fs.Float64("reset-rate", 0, "share of requests whose connection is reset")
@@ -90,6 +93,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	shape, err := fakeserver.ParseOutageShape(*outageShape)
+	if err != nil {
+		return err
+	}
 	srv := fakeserver.New(fakeserver.Config{
 		Algorithm: alg,
 		Limit:     *rate,
@@ -101,7 +108,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Dialect:   d,
 		StatsPath: *statsPath,
 		Faults: fakeserver.Faults{
+			Outage:       shape,
 			OutageStatus: *outageStatus,
+			OutageDelay:  *outageDelay,
 			ErrorRate:    *errorRate,
 			ErrorStatus:  *errorStatus,
 			ResetRate:    *resetRate,

@@ -1,0 +1,329 @@
+package headway
+
+import (
+	"math"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// An outage is a key whose host looks down: a request failed with a 5xx
+// (not a throttle that states its wait), a 529, a broken or refused
+// connection or a timeout. From that failure on, the key sends one request
+// at a time, a probe, each after a jittered backoff that grows from the
+// failure (cenkalti/backoff), and its other requests wait in its queue, in
+// order. The first probe that gets any other answer ends the outage, and
+// the queue drains at once at the key's pace.
+//
+// Outcomes are told apart by departure number, as gobreaker tells them
+// apart by generation: a success of a request sent before the outage began
+// does not end it, a failure of a request sent before it ended does not
+// start another, and only the probe's own failure pushes the next probe
+// out.
+//
+// Its fields are guarded by the key's mutex; times are on the pacer's clock.
+type outage struct {
+	down    bool
+	probing bool   // a probe is in flight
+	probe   uint64 // the probe's departure number, while probing
+	next    int64  // when the next probe may leave
+	since   int64  // when the outage began
+	downAt  uint64 // the last departure before the outage began
+	upAt    uint64 // the last departure before the last outage ended
+	probes  int64  // probes sent in the current outage
+	bo      *backoff.ExponentialBackOff
+	clock   clockAt
+	isDown  atomic.Bool // down, read without the lock
+
+	// What tells a stall (see outageGate).
+	firstOut   atomic.Int64 // 1 + when the first request sent since the last answer went
+	lastAnswer atomic.Int64 // 1 + when the last answer came; 0: none
+	latency    atomic.Int64 // the usual latency of an answer; 0: none yet
+	stalled    atomic.Bool  // the queue waits for an answer
+}
+
+// setDown sets o.down, and its copy read without the lock.
+func (o *outage) setDown(down bool) {
+	o.down = down
+	o.isDown.Store(down)
+}
+
+// outageVerdict is what one answer tells a key about its host.
+type outageVerdict uint8
+
+const (
+	hostUnknown outageVerdict = iota // the caller gave up, or nothing was sent
+	hostUp                           // any answer that is not a failure below
+	hostDown                         // 5xx, 529, broken connection, timeout
+)
+
+// StatusOverloaded is the status of an overloaded server that some APIs
+// send (Anthropic's overloaded_error, Notion's service_overload). It is not
+// registered; net/http has no name for it.
+const statusOverloaded = 529
+
+// hostVerdict classifies the answer to one attempt: resp or err, with sig
+// its reading, ctxErr the request context's error when it ended.
+//
+// A 5xx is a failure of the host, except 501 and 505 (the server refuses
+// the request, not the load) and a throttle that states its wait (a 503 or
+// 529 with Retry-After): that one pauses the key instead. A transport error
+// is a failure when it may pass with time (see retryableError).
+func hostVerdict(resp *http.Response, err error, ctxErr error, sig *Signal) outageVerdict {
+	if ctxErr != nil {
+		return hostUnknown
+	}
+	if err != nil {
+		if retryableError(err) {
+			return hostDown
+		}
+		return hostUnknown
+	}
+	switch s := resp.StatusCode; {
+	case s < 500, s == http.StatusNotImplemented, s == http.StatusHTTPVersionNotSupported:
+		return hostUp
+	case sig.Throttled && sig.HasWait:
+		return hostUp
+	}
+	return hostDown
+}
+
+// overloaded reports whether a response with status, read as sig, is an
+// overload that names no delay: a 503 or 529 without Retry-After (or a
+// dialect's wait).
+func overloaded(status int, sig *Signal) bool {
+	return (status == http.StatusServiceUnavailable || status == statusOverloaded) && !sig.HasWait
+}
+
+// probeSchedule is a key's probe backoff settings, from RetryOptions.
+type probeSchedule struct {
+	initial, cap time.Duration // initial <= 0: no outage state
+}
+
+// Defaults of RetryOptions.ProbeInterval and MaxProbeInterval, and the
+// growth and jitter of the probes' backoff.
+const (
+	defaultProbeInterval    = 100 * time.Millisecond
+	defaultMaxProbeInterval = 700 * time.Millisecond
+	probeMultiplier         = 2
+	probeJitter             = 0.25 // each wait is drawn from ±25% of the interval
+)
+
+// newProbeSchedule fills in the defaults of o's probe settings.
+func newProbeSchedule(o RetryOptions) probeSchedule {
+	p := probeSchedule{initial: o.ProbeInterval, cap: o.MaxProbeInterval}
+	switch {
+	case p.initial < 0:
+		return probeSchedule{}
+	case p.initial == 0:
+		p.initial = defaultProbeInterval
+	}
+	if p.cap <= 0 {
+		p.cap = defaultMaxProbeInterval
+	}
+	p.cap = max(p.cap, p.initial)
+	return p
+}
+
+// outageGate reports, under k.mu, whether k may send a request at now as
+// far as its host's health goes: not while a probe is in flight, nor while
+// the key stalls: its requests have gone unanswered for much longer than
+// its answers usually take (a host that accepts and hangs, or answers
+// slower than the client waits). The requests already out then probe the
+// host: the next answer, or the first failure, lets the queue go on.
+func (k *keyState) outageGate(now int64) bool {
+	o := &k.out
+	if o.probing {
+		return false
+	}
+	lat := o.latency.Load()
+	first := o.firstOut.Load()
+	if lat == 0 || first <= o.lastAnswer.Load() {
+		return true // nothing known, or nothing unanswered
+	}
+	quiet, thr := now+1-first, satAdd(satMul(stallFactor, lat), int64(stallMargin))
+	if quiet > thr && quiet <= thr+int64(probeWait) {
+		o.stalled.Store(true)
+		k.arm(now, first-1+thr+int64(probeWait)+1) // a stall is short-lived
+		return false
+	}
+	return true
+}
+
+// A key stalls once a request has gone unanswered for stallFactor times
+// the usual latency plus stallMargin, with no answer since it left. The
+// stall lasts until an answer comes, or probeWait more at most: a long
+// call must not hold the others up for long.
+const (
+	stallFactor = 2
+	stallMargin = 10 * time.Millisecond
+)
+
+// outageFloor returns d held back to the next probe, while k's host is
+// down. Called under k.mu.
+func (k *keyState) outageFloor(d int64) int64 {
+	if k.out.down {
+		return max(d, k.out.next)
+	}
+	return d
+}
+
+// outageTake notes, under k.mu, that departure seq left: while the host is
+// down, it is the probe.
+func (k *keyState) outageTake(seq uint64) {
+	if k.out.down {
+		k.out.probing, k.out.probe = true, seq
+		k.out.probes++
+	}
+}
+
+// sending notes that a request of k goes to the server now: a departure
+// may wait for a shared quota's slot after it leaves the queue, and a
+// stall is counted from the send.
+func (k *keyState) sending() {
+	if k.t.probe.initial <= 0 {
+		return
+	}
+	o := &k.out
+	if first, last := o.firstOut.Load(), o.lastAnswer.Load(); first <= last {
+		// A send at the instant of the last answer counts as answered: a
+		// stall is looked for from the next one.
+		o.firstOut.CompareAndSwap(first, max(k.t.now()+1, last))
+	}
+}
+
+// settle tells k how departure dep ended, and lets the queue go on if it
+// may. Every departure is settled once: hostUnknown for one that was not
+// sent or whose caller gave up.
+func (k *keyState) settle(dep departure, v outageVerdict) {
+	o := &k.out
+	on := k.t.probe.initial > 0
+	if on {
+		now := k.t.now()
+		for last := o.lastAnswer.Load(); last < now+1 && !o.lastAnswer.CompareAndSwap(last, now+1); {
+			last = o.lastAnswer.Load() // answers settle concurrently: keep the latest
+		}
+		if v == hostUp {
+			// The latency of the answers, an average of the last eight or
+			// so: how long a silence must last to be a stall.
+			lat := max(now-dep.at, 1)
+			if old := o.latency.Load(); old != 0 {
+				lat = old + (lat-old)/8
+			}
+			o.latency.Store(lat)
+		}
+	}
+	if !o.isDown.Load() && !o.stalled.Load() && (v != hostDown || !on) {
+		return // the common case: the host is up, and nothing to undo
+	}
+	now := k.t.now()
+	k.mu.Lock()
+	o.stalled.Store(false)
+	k.settleLocked(now, dep.seq, v)
+	k.failLate(now)
+	k.dispatch(now)
+	k.mu.Unlock()
+}
+
+// settleLocked is settle with k.mu held; the caller dispatches.
+func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict) {
+	o := &k.out
+	switch {
+	case !o.down && v == hostDown && seq > o.upAt && k.t.probe.initial > 0:
+		o.since, o.downAt, o.probes = now, k.sent, 0
+		o.setDown(true)
+		if o.bo == nil {
+			o.bo = backoff.NewExponentialBackOff(
+				backoff.WithInitialInterval(k.t.probe.initial),
+				backoff.WithMaxInterval(k.t.probe.cap),
+				backoff.WithMultiplier(probeMultiplier),
+				backoff.WithRandomizationFactor(probeJitter),
+				backoff.WithMaxElapsedTime(0),
+				backoff.WithClockProvider(&o.clock),
+			)
+		}
+		o.bo.Reset()
+		o.next = satAdd(now, int64(o.bo.NextBackOff()))
+	case !o.down:
+	case o.probing && seq == o.probe:
+		o.probing = false
+		switch v {
+		case hostUp:
+			o.upAt = k.sent
+			o.setDown(false)
+		case hostDown:
+			if o.bo != nil {
+				o.next = satAdd(now, int64(o.bo.NextBackOff()))
+			} // else held by a breaker alone, which says when
+		}
+		// hostUnknown: the probe was not sent, or its caller gave up; the
+		// next one may go when it was due.
+	case v == hostUp && seq > o.downAt:
+		// A request admitted before a hold (the breaker's) came back fine.
+		o.probing, o.upAt = false, k.sent
+		o.setDown(false)
+	}
+}
+
+// hold keeps k's queue waiting, as in an outage, until at least until on
+// the pacer's clock: an open breaker in hold mode. Called without k.mu.
+func (k *keyState) hold(until int64) {
+	now := k.t.now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	o := &k.out
+	if !o.down {
+		o.since, o.downAt, o.probes = now, k.sent, 0
+		o.setDown(true)
+	}
+	// Never in the past: a refused probe must not turn into a busy loop.
+	o.next = max(o.next, until, satAdd(now, int64(holdRecheck)))
+	k.failLate(now)
+	k.dispatch(now)
+}
+
+// holdRecheck is the least time before a probe refused by a breaker in
+// hold mode is offered to it again.
+const holdRecheck = 5 * time.Millisecond
+
+// isDown reports whether k's host is down.
+func (k *keyState) isDown() bool { return k.out.isDown.Load() }
+
+// nextProbe returns when k's next probe may leave, on the pacer's clock,
+// if its host is down and no probe is in flight. Called under k.mu.
+func (k *keyState) nextProbe() (int64, bool) {
+	if !k.out.down || k.out.probing {
+		return 0, false
+	}
+	return k.out.next, true
+}
+
+// failLate fails, at once, the waiters of k that cannot last until the
+// next probe: their deadline comes first. Called under k.mu.
+func (k *keyState) failLate(now int64) {
+	next, ok := k.nextProbe()
+	if !ok || next == math.MaxInt64 {
+		return
+	}
+	for w := k.queue.head; w != nil; {
+		nw := w.next
+		if w.deadline != 0 && w.deadline < next {
+			k.queue.remove(w)
+			w.err = k.probeWaitError(now, w.deadline-now)
+			w.ready <- struct{}{}
+		}
+		w = nw
+	}
+}
+
+// probeWaitError is the error of a request that cannot wait for k's next
+// probe, having allowed left to wait. Called under k.mu.
+func (k *keyState) probeWaitError(now, allowed int64) *WaitError {
+	return &WaitError{
+		Wait:      time.Duration(k.out.next - now),
+		Allowed:   time.Duration(max(allowed, 0)),
+		NextProbe: k.t.wall(k.out.next),
+	}
+}
