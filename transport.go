@@ -203,7 +203,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			k.endProbe()
 			k.release()
 		} else {
-			sig, hv = t.observe(ctx, k, dep, resp)
+			sig, hv = t.observe(ctx, k, dep, req.URL.Path, resp)
 			if o != nil && sig.HasWait && sig.Wait > t.cfg.maxRetryAfter {
 				o.capped(ctx, req, key, resp.StatusCode, sig.Wait, t.cfg.maxRetryAfter)
 			}
@@ -280,7 +280,7 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 				return nil, departure{}, nil, err
 			}
 		}
-		dep, err := k.acquire(ctx, cost, front)
+		dep, err := k.acquire(ctx, cost, front, req.URL.Path)
 		switch {
 		case err == errEvicted:
 			done(outcomeExcluded)
@@ -346,7 +346,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // its key's rate limit and its host's health, and tells the key: the host's
 // health first, so that a failure holds the queue before anything lets it
 // go. A response that says nothing costs no lock.
-func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, resp *http.Response) (Signal, outageVerdict) {
+func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, route string, resp *http.Response) (Signal, outageVerdict) {
 	fam := scanHeader(resp.Header)
 	if !t.parser.mayCarry(resp.StatusCode, fam) {
 		sig := Signal{Retryable: true}
@@ -381,7 +381,11 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, res
 			k.host.observeDate(date, t.wall(dep.at), t.wall(now))
 		}
 	}
-	k.observe(now, dep.seq, &sig)
+	// A reset stated to the second (a delta in whole seconds, an epoch or a
+	// date) is known to a second only, whatever its fraction after the
+	// clock offset is taken off.
+	coarse := sig.Reset%time.Second == 0 || in.ServerTime().Add(sig.Reset).Nanosecond() == 0
+	k.observe(now, dep, route, &sig, coarse)
 	return sig, hv
 }
 

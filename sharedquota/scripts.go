@@ -70,7 +70,9 @@ end
 // current (see learnScript): its fields "li" (T, µs), "lb" (burst) and "lu"
 // (the instant it lapses, µs) make one limit of one unit a request, whose
 // TAT is the field "lt".
-var reserveScript = redis.NewScript(prelude + `
+var reserveScript = redis.NewScript(reserveSrc)
+
+const reserveSrc = prelude + `
 local slots = tonumber(ARGV[1])
 local margin = tonumber(ARGV[2]) * 1000
 local within = tonumber(ARGV[3])
@@ -155,7 +157,7 @@ if #hs > 0 then
   end
 end
 return waits
-`)
+`
 
 // reserveOneScript is reserveScript for the common case of one limit and
 // one slot, with the arithmetic done by the client: it returns the wait as
@@ -170,7 +172,9 @@ return waits
 // longest wait worth spending the slot on, in µs; ARGV[6]: the cap on
 // waits, in µs; ARGV[7] and ARGV[8]: the least TAT and the least pause, in
 // µs from now (0: none), as in reserveScript.
-var reserveOneScript = redis.NewScript(prelude + `
+var reserveOneScript = redis.NewScript(reserveOneSrc)
+
+const reserveOneSrc = prelude + `
 local room, step, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[6])
 local v = redis.call('HMGET', KEYS[1], 'pause', 'exp', ARGV[1])
 local pause, fix = pauseOf(v[1], cap)
@@ -211,7 +215,7 @@ else
   redis.call('HSET', KEYS[1], unpack(hs))
 end
 return d - now
-`)
+`
 
 // pauseScript makes the quota's pause last at least ARGV[1] µs from now; a
 // pause never shortens a longer one. It returns the time left of the
@@ -220,7 +224,9 @@ return d - now
 // KEYS[1]: the quota's hash; ARGV[1]: the pause in µs; ARGV[2]: the margin
 // of the TTL, in ms; ARGV[3]: the cap on waits, in µs (the pause is no
 // longer).
-var pauseScript = redis.NewScript(prelude + `
+var pauseScript = redis.NewScript(pauseSrc)
+
+const pauseSrc = prelude + `
 local cap = tonumber(ARGV[3])
 local untl = now + math.min(tonumber(ARGV[1]), cap)
 local vals = redis.call('HMGET', KEYS[1], 'pause', 'exp')
@@ -239,7 +245,7 @@ if fix or exp == nil or exp < untl + margin / 2 then
   redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000)))
 end
 return untl - now
-`)
+`
 
 // pausedScript returns the time left of the quota's pause, in µs; 0 when
 // there is none. It reads the pause as the other scripts do, and leaves
