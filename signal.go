@@ -80,7 +80,9 @@ type Signal struct {
 
 	// Bucket is the vendor's name for the limit the response counted
 	// against, where it gives one: Discord's X-RateLimit-Bucket, GitHub's
-	// x-ratelimit-resource.
+	// x-ratelimit-resource, an IETF limit's partition key ("name;pk=:...:"),
+	// Google's quotaId, Atlassian's RateLimit-Reason, Stripe's
+	// Stripe-Rate-Limited-Reason, HubSpot's policyName.
 	Bucket string
 }
 
