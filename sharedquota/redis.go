@@ -35,8 +35,8 @@ type Redis struct {
 
 	health health // of Redis as a whole
 
-	procsKey string       // the sorted set of the live processes
-	channel  string       // where pauses are published
+	procsKey string // the sorted set of the live processes
+	channel  string // where pauses are published
 	byHash   map[string]*keyState
 	sub      pauseSub
 
