@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sony/gobreaker/v2"
 )
 
 // Transport is an http.RoundTripper that paces the requests of each key to
@@ -300,6 +302,16 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 				front = true
 				continue
 			}
+		}
+		if k.br != nil && !k.br.hold && k.br.state() == BreakerOpen {
+			// The breaker opened while the request waited its turn (it
+			// asked before, and queued after the failure that opened it
+			// failed the queue): it does not leave.
+			done(outcomeExcluded)
+			k.settle(dep, hostUnknown)
+			k.release()
+			k.seen()
+			return nil, departure{}, nil, k.br.openError(gobreaker.ErrOpenState, time.Now())
 		}
 		if err := t.reserveShared(ctx, key, k, cost, queued); err != nil {
 			done(outcomeExcluded)
