@@ -79,8 +79,11 @@ type Signal struct {
 	Period time.Duration
 
 	// Bucket is the vendor's name for the limit the response counted
-	// against, where it gives one: Discord's X-RateLimit-Bucket, GitHub's
-	// x-ratelimit-resource.
+	// against, where every response of that limit gives it: Discord's
+	// X-RateLimit-Bucket, GitHub's x-ratelimit-resource, an IETF limit's
+	// partition key ("name;pk=:...:"). Reasons only a rejection gives
+	// (Atlassian's RateLimit-Reason, Stripe-Rate-Limited-Reason, Google's
+	// quotaId) are not Buckets.
 	Bucket string
 }
 

@@ -349,6 +349,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, route string, resp *http.Response) (Signal, outageVerdict) {
 	fam := scanHeader(resp.Header)
 	if !t.parser.mayCarry(resp.StatusCode, fam) {
+		if k.host.wantDates.Load() {
+			t.observeDate(k, dep, resp, t.now()) // until the offset is known well
+		}
 		sig := Signal{Retryable: true}
 		hv := hostVerdict(resp, nil, ctx.Err(), &sig)
 		k.settle(dep, hv)
@@ -387,6 +390,16 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, rou
 	coarse := sig.Reset%time.Second == 0 || in.ServerTime().Add(sig.Reset).Nanosecond() == 0
 	k.observe(now, dep, route, &sig, coarse)
 	return sig, hv
+}
+
+// observeDate narrows the offset of k's host's clock with resp's Date, the
+// response to dep received at now.
+func (t *Transport) observeDate(k *keyState, dep departure, resp *http.Response, now int64) {
+	if v := resp.Header["Date"]; len(v) > 0 {
+		if date, err := http.ParseTime(v[0]); err == nil {
+			k.host.observeDate(date, t.wall(dep.at), t.wall(now))
+		}
+	}
 }
 
 // wall converts a time on the pacer's clock to the wall clock.

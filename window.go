@@ -31,6 +31,9 @@ type learnedWindow struct {
 	agree   int     // cycles of that length that agreed on it
 
 	on     bool
+	off    bool    // a window proved wrong in a way only a bucket explains: learn no more
+	taken  uint64  // departures taken so far
+	start  uint64  // departures taken before the current window began
 	limit  float64 // requests per window
 	period int64   // the window's length
 	end    int64   // the end of the current window
@@ -73,10 +76,21 @@ func (w *learnedWindow) throttled(end int64, seq, sent uint64) {
 		w.count(float64(seq-w.prevSent-1), end-w.prevEnd)
 	}
 	switch {
-	case w.on:
-		w.limit = max(w.limit-1, 1) // it let one too many go
+	case w.off:
+	case w.on && seq > w.start:
+		// Throttled as the (i+1)th request of a window: the first, the
+		// boundary is later than it seemed; one of the first half, the
+		// server's burst is smaller than the quota, a bucket's; else the
+		// quota is i.
+		switch i := float64(seq - w.start - 1); {
+		case i == 0:
+		case i < w.limit/2:
+			w.on, w.off = false, true
+		default:
+			w.limit = max(min(w.limit-1, i), 1)
+		}
 		w.end, w.left = end, 0
-	case w.agree >= 2 && w.quota >= 1 && w.minSpan > windowTolerance:
+	case !w.on && w.agree >= 2 && w.quota >= 1 && w.minSpan > windowTolerance:
 		// Windows are set in round numbers: a cycle measured to within the
 		// jitter of a response is taken to the nearest 10 ms.
 		w.on, w.limit = true, w.quota
@@ -100,6 +114,7 @@ func (w *learnedWindow) count(q float64, span int64) {
 // roll moves the window on to the one that holds now.
 func (w *learnedWindow) roll(now int64) {
 	if now >= w.end {
+		w.start = w.taken
 		w.end = satAdd(w.end, satMul((now-w.end)/w.period+1, w.period))
 		w.left = w.limit
 	}
@@ -116,6 +131,7 @@ func (w *learnedWindow) earliest(now int64) int64 {
 
 // take spends a request of the window at now.
 func (w *learnedWindow) take(now int64) {
+	w.taken++
 	if w.on {
 		w.roll(now)
 		w.left--

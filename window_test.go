@@ -33,7 +33,7 @@ func TestLearnedWindowFromTheSpacingOfThrottles(t *testing.T) {
 	assert.Equal(t, 3002*ms, w.earliest(2500*ms), "nothing before the boundary")
 	for i := range int64(20) {
 		at := 3002*ms + i*ms
-		require.Equal(t, at, w.earliest(at))
+		require.Equal(t, at, w.earliest(at), "request %d of the window", i)
 		w.take(at)
 	}
 	assert.Equal(t, 4002*ms, w.earliest(3100*ms), "the 21st waits for the next boundary")
@@ -88,4 +88,48 @@ func TestRoutesOfOneBucketShareAModel(t *testing.T) {
 		assert.GreaterOrEqual(t, time.Since(start), 1500*time.Millisecond, "/a waited for ab's reset")
 		assert.Len(t, rt.log(), 5, "no request was throttled")
 	})
+}
+
+// Dates are read from every response, even one that says nothing else,
+// until the offset of the server's clock is known to 50 ms; then no more.
+func TestTheClockOffsetIsLearnedFromEveryDateUntilKnown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const skew = 30*time.Second + 300*time.Millisecond
+		rt := &adaptRT{script: func(int, *http.Request) (int, http.Header) {
+			time.Sleep(20 * time.Millisecond) // the flight
+			h := http.Header{}
+			h.Set("Date", time.Now().Add(skew-10*time.Millisecond).UTC().Format(http.TimeFormat))
+			return http.StatusOK, h
+		}}
+		tr := New(rt)
+		for range 100 {
+			resp, err := tr.RoundTrip(mustReq(t, "http://api.test/"))
+			require.NoError(t, err)
+			resp.Body.Close()
+			time.Sleep(37 * time.Millisecond) // the Dates tick at every phase
+		}
+		h := tr.hosts.get("api.test")
+		defer tr.hosts.put("api.test", h)
+		off, ok := h.clockOffset()
+		require.True(t, ok)
+		assert.InDelta(t, float64(skew), float64(off), float64(50*time.Millisecond))
+		assert.LessOrEqual(t, off, skew, "never ahead of the server")
+		assert.False(t, h.wantDates.Load())
+	})
+}
+
+// A bucket whose waits end on whole seconds (a Retry-After date rounded
+// up) looks like a window until the quota goes out at once: throttled
+// early in the window, it is a bucket's burst, and learning stops.
+func TestALearnedWindowThrottledEarlyIsABucket(t *testing.T) {
+	ms := int64(time.Millisecond)
+	w := learnedWindow{on: true, limit: 40, period: 1000 * ms, end: 1000 * ms}
+	for i := range int64(12) {
+		w.take(1000*ms + i)
+	}
+	w.throttled(2000*ms, 11, 12) // the 11th of the window
+	assert.False(t, w.on)
+	w.prevEnd, w.agree = 0, 5
+	w.throttled(3000*ms, 20, 21)
+	assert.False(t, w.on, "never again")
 }

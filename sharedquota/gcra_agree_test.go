@@ -94,7 +94,7 @@ func TestGCRAAgreesWithLua(t *testing.T) {
 				if rng.IntN(25) == 0 {
 					p := rng.Int64N(2_000_000)
 					pauseUntil = max(pauseUntil, now+min(p, capUs))
-					v, err := pause.Run(ctx, c, []string{key}, p, marginMs, capUs).Result()
+					v, err := pause.Run(ctx, c, []string{key}, p, marginMs, capUs, prefix+":pauses").Result()
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -134,18 +134,16 @@ func TestGCRAAgreesWithLua(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					w, err := waitReply(v, most)
-					if err != nil {
+					if got, _, err = reserveReply(nil, v, 1, most, capUs); err != nil {
 						t.Fatal(err)
 					}
-					got = []int64{w}
 				} else {
 					args := argsFor(tc.limits, cost, slots, marginMs, within, capUs, 0, make([]int64, len(tc.limits)))
 					v, err := reserve.Run(ctx, c, []string{key}, args...).Result()
 					if err != nil {
 						t.Fatal(err)
 					}
-					if got, err = waitsReply(nil, v, slots, most); err != nil {
+					if got, _, err = reserveReply(nil, v, slots, most, capUs); err != nil {
 						t.Fatal(err)
 					}
 				}
