@@ -228,6 +228,13 @@ func (in *SignalInput) serverTime() time.Time {
 		if t, ok := parseHTTPDate(v[0]); ok && saneDate(t, now) {
 			return t
 		}
+		// Folded by a proxy into one line, or sent twice: the first valid.
+		var b [2]string
+		for _, item := range fieldItems(b[:0], v) {
+			if t, ok := parseHTTPDate(item); ok && saneDate(t, now) {
+				return t
+			}
+		}
 	}
 	return now
 }
