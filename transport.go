@@ -180,6 +180,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			last.Body.Close()
 			last = nil
 		}
+		if k.isProbe(dep.seq) {
+			// A probe goes on a connection of its own: the pooled ones may
+			// be dead, and net/http sends a request that meets a dead
+			// reused connection a second time, unasked.
+			out = out.Clone(out.Context())
+			out.Close = true
+		}
 		k.sending()
 		resp, err := t.base.RoundTrip(out)
 		if resp == nil && err == nil {
