@@ -285,6 +285,11 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 				return nil, departure{}, nil, err
 			}
 		}
+		if k.br != nil && k.br.hold && k.br.state() == BreakerOpen {
+			// Hold: the queue waits for the breaker's probe, and a request
+			// that cannot wait that long fails at once.
+			k.hold(t.pacerTime(k.br.retryAt()))
+		}
 		dep, err := k.acquire(ctx, cost, front)
 		switch {
 		case err == errEvicted:
