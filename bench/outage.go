@@ -61,31 +61,17 @@ var OutageContenders = []Contender{
 	{
 		Name: "headway",
 		How:  "`headway.New(base, headway.WithLimit(headway.PerSecond(rate).WithBurst(burst-1)), headway.WithRetry(headway.RetryOptions{MaxAttempts: 30, Statuses: []int{429, 500, 502, 503, 504}}))`: the outage state with its defaults (probes 100 ms ×2 up to 700 ms, ±25%).",
-		New: func(base http.RoundTripper, r, burst int) *http.Client {
-			return &http.Client{Transport: headway.New(base,
-				headway.WithLimit(headway.PerSecond(r).WithBurst(burst-1)),
-				headway.WithRetry(headway.RetryOptions{MaxAttempts: 30, Statuses: outageStatuses}))}
-		},
+		New:  headwayOutage(),
 	},
 	{
 		Name: "headway + breaker (hold)",
 		How:  "the same with `headway.WithBreaker(headway.BreakerSettings{Timeout: time.Second, Hold: true})`: an open breaker holds the queue behind its probe.",
-		New: func(base http.RoundTripper, r, burst int) *http.Client {
-			return &http.Client{Transport: headway.New(base,
-				headway.WithLimit(headway.PerSecond(r).WithBurst(burst-1)),
-				headway.WithRetry(headway.RetryOptions{MaxAttempts: 30, Statuses: outageStatuses}),
-				headway.WithBreaker(headway.BreakerSettings{Timeout: time.Second, Hold: true}))}
-		},
+		New:  headwayOutage(headway.WithBreaker(headway.BreakerSettings{Timeout: time.Second, Hold: true})),
 	},
 	{
 		Name: "headway + breaker (fail fast)",
 		How:  "the same with `headway.WithBreaker(headway.BreakerSettings{Timeout: time.Second})`, the default face: an open breaker fails the queue at once, which loses records by design.",
-		New: func(base http.RoundTripper, r, burst int) *http.Client {
-			return &http.Client{Transport: headway.New(base,
-				headway.WithLimit(headway.PerSecond(r).WithBurst(burst-1)),
-				headway.WithRetry(headway.RetryOptions{MaxAttempts: 30, Statuses: outageStatuses}),
-				headway.WithBreaker(headway.BreakerSettings{Timeout: time.Second}))}
-		},
+		New:  headwayOutage(headway.WithBreaker(headway.BreakerSettings{Timeout: time.Second})),
 	},
 	{
 		Name: "go-retryablehttp",
@@ -102,10 +88,7 @@ var OutageContenders = []Contender{
 		Name: "failsafe-go",
 		How:  "`failsafehttp.NewRoundTripper(base, failsafehttp.NewRetryPolicyBuilder().WithBackoff(time.Second, 30*time.Second).WithMaxRetries(30).Build())`. No pacing.",
 		New: func(base http.RoundTripper, _, _ int) *http.Client {
-			rp := failsafehttp.NewRetryPolicyBuilder().
-				WithBackoff(time.Second, 30*time.Second).
-				WithMaxRetries(30).
-				Build()
+			rp := failsafeRetry(30)
 			return &http.Client{Transport: failsafehttp.NewRoundTripper(base, rp)}
 		},
 	},
@@ -113,16 +96,25 @@ var OutageContenders = []Contender{
 		Name: "failsafe-go + rate limiter",
 		How:  "the same retry policy outside failsafe-go's smooth rate limiter at the server's rate (`ratelimiter.NewSmoothBuilder[*http.Response](rate, time.Second).WithMaxWaitTime(time.Minute)`): paced, as headway is.",
 		New: func(base http.RoundTripper, r, _ int) *http.Client {
-			rp := failsafehttp.NewRetryPolicyBuilder().
-				WithBackoff(time.Second, 30*time.Second).
-				WithMaxRetries(30).
-				Build()
+			rp := failsafeRetry(30)
 			rl := ratelimiter.NewSmoothBuilder[*http.Response](uint(r), time.Second).
 				WithMaxWaitTime(time.Minute).
 				Build()
 			return &http.Client{Transport: failsafehttp.NewRoundTripper(base, rp, rl)}
 		},
 	},
+}
+
+// headwayOutage is the issue's headway configuration for batch work, with
+// more options.
+func headwayOutage(more ...headway.Option) func(http.RoundTripper, int, int) *http.Client {
+	return func(base http.RoundTripper, r, burst int) *http.Client {
+		opts := append([]headway.Option{
+			headway.WithLimit(headway.PerSecond(r).WithBurst(burst - 1)),
+			headway.WithRetry(headway.RetryOptions{MaxAttempts: 30, Statuses: outageStatuses}),
+		}, more...)
+		return &http.Client{Transport: headway.New(base, opts...)}
+	}
 }
 
 // OutageResult is what one contender did in one outage.
@@ -188,46 +180,16 @@ func RunOutage(c Contender, shape OutageShapeCase, s OutageScenario) (OutageResu
 	downTo = to
 	mu.Unlock()
 	fs.Server.SetOutage(from, to)
-	var (
-		ok, failed, next atomic.Int64
-		last             time.Time
-		firstFailure     string
-		wg               sync.WaitGroup
-	)
-	for range s.Workers {
-		wg.Go(func() {
-			for next.Add(1) <= int64(s.N) {
-				resp, err := client.Get(fs.URL + "/items")
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-				mu.Lock()
-				if err == nil && resp.StatusCode == http.StatusOK {
-					ok.Add(1)
-				} else {
-					failed.Add(1)
-					if firstFailure == "" && err != nil {
-						firstFailure = err.Error()
-					} else if firstFailure == "" {
-						firstFailure = resp.Status
-					}
-				}
-				last = time.Now()
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	w := drive(client, fs.URL+"/items", s.N, s.Workers)
 	client.CloseIdleConnections()
 	st := fs.Server.Stats()
 	mu.Lock()
 	defer mu.Unlock()
 	r := OutageResult{
 		Shape: shape.Name, Contender: c.Name, Scenario: s,
-		Elapsed: last.Sub(start), OK: int(ok.Load()), Failed: int(failed.Load()),
+		Elapsed: w.last.Sub(start), OK: w.ok, Failed: w.failed,
 		Sent: st.Total, IntoOutage: st.Outage, Attempts: base.n.Load(), Throttled: st.Rejected,
-		FirstFailure: firstFailure,
+		FirstFailure: w.firstFailure,
 	}
 	if !resumed.IsZero() {
 		r.Resume = resumed.Sub(to)
