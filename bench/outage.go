@@ -32,11 +32,16 @@ type OutageScenario struct {
 var DefaultOutage = OutageScenario{N: 600, Workers: 8, Rate: 100, Burst: 10,
 	After: 2 * time.Second, For: 3 * time.Second, Timeout: 200 * time.Millisecond}
 
-// Least is the least time a client can take: the outage, and the requests
-// at the server's pace around it, less the burst it admits at the start
-// and again after the outage (its bucket refills meanwhile).
-func (s OutageScenario) Least() time.Duration {
-	return s.For + time.Duration(s.N-2*s.Burst)*time.Second/time.Duration(s.Rate)
+// Least is the least time in which the server can admit n requests: at its
+// pace, less the burst it admits at once; and, for those that do not fit
+// before the outage, the outage too, less the burst it admits again after
+// it (its bucket refills meanwhile).
+func (s OutageScenario) Least(n int) time.Duration {
+	at := func(k int) time.Duration { return time.Duration(max(k, 0)) * time.Second / time.Duration(s.Rate) }
+	if before := s.Burst + int(s.After*time.Duration(s.Rate)/time.Second); n <= before {
+		return at(n - s.Burst)
+	}
+	return s.For + at(n-2*s.Burst)
 }
 
 // An OutageShapeCase is one way the server fails during the outage.
@@ -131,13 +136,15 @@ type OutageResult struct {
 	FirstFailure     string        // why the first failed request failed
 }
 
-// Efficiency is the scenario's least time over Elapsed, times the share of
-// the requests that succeeded.
+// Efficiency is the least time in which the server could admit the
+// requests that succeeded over Elapsed, times the share of the requests
+// that succeeded: 1 is every request through, as fast as the server and
+// the outage allow.
 func (r OutageResult) Efficiency() float64 {
 	if r.Elapsed <= 0 || r.Scenario.N <= 0 {
 		return 0
 	}
-	return r.Scenario.Least().Seconds() / r.Elapsed.Seconds() * float64(r.OK) / float64(r.Scenario.N)
+	return r.Scenario.Least(r.OK).Seconds() / r.Elapsed.Seconds() * float64(r.OK) / float64(r.Scenario.N)
 }
 
 // RunOutage runs c through one outage of the given shape, over a real

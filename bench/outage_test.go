@@ -122,3 +122,18 @@ func BenchmarkOutage(b *testing.B) {
 		})
 	}
 }
+
+func TestOutageLeast(t *testing.T) {
+	s := DefaultOutage
+	if got, want := s.Least(s.N), 3*time.Second+5800*time.Millisecond; got != want {
+		t.Errorf("Least(%d) = %v, want %v", s.N, got, want)
+	}
+	// 210 fit before the outage: the burst at once, 200 in 2 s.
+	if got := s.Least(210); got != 2*time.Second {
+		t.Errorf("Least(210) = %v, want 2s", got)
+	}
+	r := OutageResult{Scenario: s, OK: 210, Failed: 390, Elapsed: 2 * time.Second}
+	if eff := r.Efficiency(); eff > 0.36 || eff < 0.34 {
+		t.Errorf("a client that failed 390 requests by 2 s: efficiency %.3f, want 210/600", eff)
+	}
+}
