@@ -68,7 +68,12 @@ type serverModel struct {
 	coarse     bool    // stated resets proved coarser than they look
 	window     bool    // the server resets fixed windows: nothing trickles back before resetAt
 	resetSeen  int64   // the latest reset instant stated so far
-	period     int64   // with window: the length of a window, once seen; 0 if not
+	lastLeft   float64 // the remaining count of the last answer
+	still      int     // answers in a row whose reset stayed put while the quota drained
+	// secondReset reports that the answer being observed stated its reset
+	// to the second (set by the key before observe).
+	secondReset bool
+	period      int64 // with window: the length of a window, once seen; 0 if not
 
 	// margin is the requests kept back beyond the one reserve, for the
 	// errors of the model: it grows by one with each prediction the
@@ -201,15 +206,20 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *Signal) {
 				m.spanInnov += e
 			}
 		}
-		if m.window && e > 0 && alone && rec.at < m.resetSeen-int64(time.Second) && !sig.Throttled {
+		if m.window && e > 0 && alone && !sig.Throttled && rec.at < m.resetSeen-int64(time.Second) &&
+			(m.period == 0 || rec.at >= m.resetSeen-m.period) {
 			// Quota came back well before the window's end: a bucket after
 			// all. Measure it again.
 			m.window, m.coarse, m.lo, m.hi = false, true, 0, 0
 		}
 	}
 	if sig.Reset > 0 && !m.window {
+		m.stays(now, left, sig.Reset)
+	}
+	if sig.Reset > 0 && !m.window {
 		m.bound(left, sig.Reset)
 	}
+	m.lastLeft = left
 	if !m.rateStated && !m.window {
 		m.remeasure(now)
 	}
@@ -221,11 +231,36 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *Signal) {
 		// request, and a window's answers that come back late name a
 		// boundary already passed.
 		if at := satAdd(now, int64(sig.Reset)); at > m.resetSeen {
-			if m.window && m.resetSeen > 0 && at-m.resetSeen > m.resolution() {
+			if m.window && m.resetSeen > 0 && at-m.resetSeen > m.answerResolution() {
 				m.period = at - m.resetSeen // the next window's end
 			}
 			m.resetSeen, m.resetAt = at, at
 		}
+	}
+}
+
+// stillTolerance is how far two statements of one reset instant may be
+// apart, stated to the millisecond: the time each answer spent in flight
+// differs.
+const stillTolerance = int64(10 * time.Millisecond)
+
+// stays notes whether a reset stated to a millisecond stayed put while the
+// quota drained: a bucket's moves later with every request it counts (by
+// 1/rate), a window's stays where its boundary is. Two such answers in a
+// row make the model a window. (A bucket too fast to tell, 100 a second or
+// more, is then paced as a window that resets when the bucket is full
+// again: its burst at once, then a wait for the refill, much the same
+// rate.)
+func (m *serverModel) stays(now int64, left float64, reset time.Duration) {
+	if m.secondReset || reset%time.Second == 0 || m.resetSeen == 0 || left >= m.lastLeft {
+		return
+	}
+	if at := satAdd(now, int64(reset)); abs64(at-m.resetSeen) <= stillTolerance {
+		if m.still++; m.still >= 1 {
+			m.window, m.lo, m.hi = true, 0, 0
+		}
+	} else {
+		m.still = 0
 	}
 }
 
@@ -240,6 +275,24 @@ func (m *serverModel) groupPred(rec *depRecord) (pred float64, alone bool) {
 		}
 	}
 	return pred, alone
+}
+
+// pending returns the departures not answered yet.
+func (m *serverModel) pending() float64 {
+	n := 0
+	for i := range m.ring() {
+		if r := &m.deps[i]; r.seq != 0 && r.ok && !r.done {
+			n++
+		}
+	}
+	return float64(n)
+}
+
+// atMost lowers the model to n requests at now, if it holds more.
+func (m *serverModel) atMost(now int64, n float64) {
+	if l := m.level(max(now, m.at)); l > n {
+		m.correct(now, now, n-l)
+	}
 }
 
 // pendingBefore returns the departures before rec that are not answered
@@ -338,6 +391,16 @@ func (m *serverModel) resolution() int64 {
 	return int64(time.Millisecond)
 }
 
+// answerResolution returns how far the reset of the answer being observed
+// may be from the truth: a second and what the clock offset and the flight
+// add, if it was stated to the second; else the jitter of the flight.
+func (m *serverModel) answerResolution() int64 {
+	if m.secondReset {
+		return int64(time.Second + 250*time.Millisecond)
+	}
+	return stillTolerance
+}
+
 // clamp returns r within the bounds stated resets put on the rate.
 func (m *serverModel) clamp(r float64) float64 {
 	r = max(r, m.lo)
@@ -423,6 +486,14 @@ func (k *keyState) modelWait(now int64) time.Duration {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return time.Duration(max(k.model.earliest(now, 1)-now, 0))
+}
+
+// note records departure seq at now, paced by another model: it counts in
+// what was sent (recent), not in the level.
+func (m *serverModel) note(now int64, seq uint64) {
+	if m.deps != nil {
+		m.deps[seq%depRing] = depRecord{seq: seq, at: now}
+	}
 }
 
 // take records departure seq at now.

@@ -12,6 +12,7 @@ type hostState struct {
 	pauseUntil atomic.Int64 // pacer nanoseconds; nothing of the host leaves before
 	offsetNs   atomic.Int64 // the estimate of offset, for readers without the lock
 	hasOffset  atomic.Bool
+	wantDates  atomic.Bool // the offset is not known well yet: read every response's Date
 
 	mu     sync.Mutex
 	refs   int         // keys that point here
@@ -34,6 +35,7 @@ func (h *hostState) observeDate(date, sent, recv time.Time) {
 	h.offset.observe(date, sent, recv)
 	h.offsetNs.Store(int64(h.offset.estimate()))
 	h.hasOffset.Store(true)
+	h.wantDates.Store(!h.offset.known())
 }
 
 func (h *hostState) pause(until int64) {
@@ -69,6 +71,19 @@ func (c *clockOffset) observe(date, sent, recv time.Time) {
 	c.lo, c.hi, c.n = max(c.lo, lo), min(c.hi, hi), c.n+1
 }
 
+// datesEnough is the width of the bounds, and datesMost the number of
+// Dates, past which the offset is known well enough: a Date a response
+// carries with nothing else is then no longer read. Bounds narrow to the
+// time requests spend in flight, and no further.
+const (
+	datesEnough = 50 * time.Millisecond
+	datesMost   = 256
+)
+
+// known reports whether the bounds are narrow enough, or have been
+// narrowed by enough Dates, that more need not be read.
+func (c *clockOffset) known() bool { return c.hi-c.lo <= datesEnough || c.n >= datesMost }
+
 // estimate returns the offset to measure absolute times against: the
 // lowest the bounds allow. The server's clock is then never taken to be
 // ahead of where it may be, so a wait until an absolute instant is never
@@ -92,6 +107,7 @@ func (ht *hostTable) get(host string) *hostState {
 			ht.m = make(map[string]*hostState)
 		}
 		h = &hostState{}
+		h.wantDates.Store(true)
 		ht.m[host] = h
 	}
 	h.refs++

@@ -114,7 +114,8 @@ func keyAzureOpenAI(req *http.Request) string {
 //   - private apps, Free and Starter: 100 per 10 s, 250,000 a day;
 //   - private apps, Professional: 190 per 10 s, 625,000 a day;
 //   - private apps, Enterprise: 190 per 10 s, 1,000,000 a day;
-//   - the API limit increase adds 250 per 10 s and 1,000,000 a day;
+//   - the API limit increase raises the 10 s figure to 250 and adds
+//     1,000,000 a day;
 //   - public (OAuth) apps: 110 per 10 s for each account installing them.
 //
 // The daily limit resets at midnight in the account's time zone, a fixed

@@ -35,10 +35,10 @@ type waiter struct {
 
 	prev, next *waiter
 	cost       int64
-	arrival    int64  // when it joined the queue
-	seq        uint64 // its departure's number, once admitted
-	at         int64  // when it was free to leave, once admitted
-	deadline   int64  // when it must have left, by its context or MaxWait; 0: never
+	arrival    int64     // when it joined the queue
+	route      string    // the request's path, for the server's buckets
+	dep        departure // once admitted
+	deadline   int64     // when it must have left, by its context or MaxWait; 0: never
 	admitted   bool
 	err        error // why it failed in the queue, instead of being admitted
 }
@@ -109,15 +109,17 @@ type keyState struct {
 	budgetCur atomic.Int64
 
 	pacer    pacer
-	model    serverModel  // what the server says is left
-	aimd     aimd         // the pace learned from bare throttles
-	aimdB    bucket       // aimd's pace, as a bucket of burst 1
-	sent     uint64       // departures so far; the last one's number
-	firstAt  int64        // when the first departure left
-	probing  atomic.Bool  // no response has come yet
-	budget   *retryBudget // nil when budgets are off
-	br       *breaker     // nil without WithBreaker
-	out      outage       // whether its host is down; see outage.go
+	model    serverModel   // what the server says is left
+	buckets  *bucketModels // the server's named buckets; nil until one is named
+	aimd     aimd          // the pace learned from bare throttles
+	aimdB    bucket        // aimd's pace, as a bucket of burst 1 that counts requests
+	window   learnedWindow // a fixed window learned from the throttles' waits
+	sent     uint64        // departures so far; the last one's number
+	firstAt  int64         // when the first departure left
+	probing  atomic.Bool   // no response has come yet
+	budget   *retryBudget  // nil when budgets are off
+	br       *breaker      // nil without WithBreaker
+	out      outage        // whether its host is down; see outage.go
 	queue    waitList
 	inflight int          // counted only with a bound on it
 	unseen   atomic.Int32 // departures whose outcome the key has not yet taken in
@@ -143,7 +145,7 @@ type keyState struct {
 // back, and acquire returns the number of its departure. A retry goes to
 // the front of the queue, ahead of new work. errEvicted asks the caller to
 // look the key up again.
-func (k *keyState) acquire(ctx context.Context, cost int64, front bool) (departure, error) {
+func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route string) (departure, error) {
 	now := k.t.now()
 	k.mu.Lock()
 	if k.evicted {
@@ -162,17 +164,17 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool) (departu
 	}
 	// Fast path: nobody waits, a slot is free and the pacer allows it now.
 	if k.queue.head == nil && k.hasSlot() && k.outageGate(now) {
-		if d := k.earliest(now, 1, cost); d <= now {
-			seq := k.take(now, cost)
+		if d := k.earliest(now, 1, cost, route); d <= now {
+			dep := k.take(now, now, cost, route)
 			k.mu.Unlock()
-			return departure{seq, now}, nil
+			return dep, nil
 		}
 	}
-	if err := k.admissible(ctx, now, cost, front); err != nil {
+	if err := k.admissible(ctx, now, cost, front, route); err != nil {
 		k.mu.Unlock()
 		return departure{}, err
 	}
-	w := &waiter{ready: make(chan struct{}, 1), cost: cost, arrival: now}
+	w := &waiter{ready: make(chan struct{}, 1), cost: cost, arrival: now, route: route}
 	w.deadline = k.deadline(ctx, now)
 	if front {
 		k.queue.pushFront(w)
@@ -184,21 +186,24 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool) (departu
 	if err := k.wait(ctx, w); err != nil {
 		return departure{}, err
 	}
-	return departure{w.seq, w.at}, nil
+	return w.dep, nil
 }
 
 // departure is a request's leave to go: its number on the key, and when it
-// was free to go on the pacer's clock (it goes no earlier).
+// was free to go on the pacer's clock (it goes no earlier); with the
+// server's bucket that paced it, its number there.
 type departure struct {
-	seq uint64
-	at  int64
+	seq    uint64
+	at     int64
+	sub    *bucketModel
+	subSeq uint64
 }
 
-// earliest returns when n requests costing cost in all may leave, at the
-// earliest, by every constraint on k but the in-flight bound: its limits,
-// its pauses and its host's, what the server says is left, and the pace
-// learned from bare throttles.
-func (k *keyState) earliest(now, n, cost int64) int64 {
+// earliest returns when n requests costing cost in all may leave on route,
+// at the earliest, by every constraint on k but the in-flight bound: its
+// limits, its pauses and its host's, what the server says is left, and the
+// pace learned from bare throttles.
+func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 	d := k.pacer.earliest(now, n, cost)
 	if now < k.t.hostPauses.Load() {
 		d = max(d, k.host.pauseUntil.Load()) // some host is paused: maybe this one
@@ -209,25 +214,37 @@ func (k *keyState) earliest(now, n, cost int64) int64 {
 		// slow first answer (a long call) must not hold the others up.
 		d = max(d, satAdd(k.firstAt, int64(probeWait)))
 	}
-	if k.model.known {
-		if md := k.model.earliest(d, float64(n)); md > d {
+	if m, _ := k.modelFor(route); m.known {
+		if md := m.earliest(d, float64(n)); md > d {
 			d = md
-			k.model.held = true
+			m.held = true
 		}
 	}
-	if k.aimd.active {
-		d = max(d, satAdd(k.aimdB.tat, satMul(n-1, k.aimdB.interval)))
+	if k.window.on {
+		d = max(d, k.window.earliest(d))
+	} else if k.aimd.active {
+		d = k.aimdB.Earliest(d, n, cost)
 	}
 	return k.outageFloor(d)
 }
 
-// take records a departure at d and returns its number.
-func (k *keyState) take(d, cost int64) uint64 {
+// take records a departure on route at d (the instant it was free to go,
+// for the pacer) and now (when it goes, for what the server will count).
+func (k *keyState) take(d, now, cost int64, route string) departure {
 	k.pacer.take(d, cost)
-	k.model.take(d, k.sent+1)
+	dep := departure{seq: k.sent + 1, at: d}
+	if m, b := k.modelFor(route); b != nil {
+		b.sent++
+		dep.sub, dep.subSeq = b, b.sent
+		m.take(max(d, now), b.sent)
+		k.model.note(max(d, now), dep.seq) // what the key sent, for the pace of bare throttles
+	} else {
+		m.take(max(d, now), dep.seq)
+	}
+	k.window.take(d)
 	if k.aimd.active {
-		k.aimdB.interval = k.aimd.interval(d)
-		k.aimdB.tat = satAdd(max(k.aimdB.tat, d), k.aimdB.interval)
+		k.aimdB.Interval = k.aimd.interval(d)
+		k.aimdB.Take(d, cost)
 	}
 	if k.sent == 0 {
 		k.firstAt = d
@@ -236,7 +253,7 @@ func (k *keyState) take(d, cost int64) uint64 {
 	k.outageTake(k.sent)
 	k.unseen.Add(1)
 	k.occupy()
-	return k.sent
+	return dep
 }
 
 // seen notes that a departure's outcome has been taken in (its response
@@ -248,7 +265,7 @@ func (k *keyState) seen() { k.unseen.Add(-1) }
 // once may join the queue: the queue has room, the cost fits every burst,
 // and the wait already known to be needed fits both MaxWait and the
 // context's deadline.
-func (k *keyState) admissible(ctx context.Context, now, cost int64, front bool) error {
+func (k *keyState) admissible(ctx context.Context, now, cost int64, front bool, route string) error {
 	opts := k.t.cfg.queue
 	if !front && (opts.MaxLen < 0 || k.queue.n >= int64(opts.MaxLen)) {
 		return ErrQueueFull
@@ -257,7 +274,7 @@ func (k *keyState) admissible(ctx context.Context, now, cost int64, front bool) 
 	if front {
 		n, ahead = 1, cost
 	}
-	wait := time.Duration(k.earliest(now, n, ahead) - now)
+	wait := time.Duration(k.earliest(now, n, ahead, route) - now)
 	var err *WaitError
 	if opts.MaxWait > 0 && wait > opts.MaxWait {
 		err = &WaitError{Wait: wait, Allowed: opts.MaxWait}
@@ -304,7 +321,7 @@ func (k *keyState) abandon(w *waiter) {
 	if w.admitted {
 		k.pacer.giveBack(now, w.cost)
 		k.releaseLocked(now)
-		k.settleLocked(now, w.seq, hostUnknown)
+		k.settleLocked(now, w.dep.seq, hostUnknown)
 		k.out.lastAnswer.Store(now + 1)
 		k.seen()
 	} else {
@@ -368,7 +385,7 @@ func (k *keyState) dispatch(now int64) {
 			}
 			return // a stall: the next answer dispatches again, or the timer
 		}
-		d := k.earliest(max(w.arrival, k.freedAt), 1, w.cost)
+		d := k.earliest(max(w.arrival, k.freedAt), 1, w.cost, w.route)
 		if d == math.MaxInt64 {
 			if k.probing.Load() {
 				break // until the answer comes
@@ -379,7 +396,7 @@ func (k *keyState) dispatch(now int64) {
 			k.arm(now, d)
 			return
 		}
-		w.seq, w.at = k.take(d, w.cost), d
+		w.dep = k.take(d, now, w.cost, w.route)
 		k.queue.remove(w)
 		w.admitted = true
 		w.ready <- struct{}{}
@@ -419,7 +436,7 @@ func (k *keyState) onTimer() {
 // nothing owed to the pacer, no pause, nothing being learned.
 func (k *keyState) idle(now int64) bool {
 	return k.queue.head == nil && k.inflight == 0 && k.unseen.Load() == 0 && k.timerAt == 0 && k.pacer.idle(now) &&
-		k.model.idle(now) && k.aimd.idle(now) && k.host.pauseUntil.Load() <= now && k.statedUntil <= now && !k.out.down
+		k.model.idle(now) && k.aimd.idle(now) && k.window.idle() && k.host.pauseUntil.Load() <= now && k.statedUntil <= now && !k.out.down
 }
 
 // holdStated applies, under k.mu at now, a wait the server named that was
@@ -465,8 +482,10 @@ func (k *keyState) endProbe() {
 	}
 }
 
-// observe applies what a response to departure seq said, at now.
-func (k *keyState) observe(now int64, seq uint64, sig *Signal) {
+// observe applies what the response to dep, sent on route, said, at now.
+// coarse reports that the response stated its reset to the second.
+func (k *keyState) observe(now int64, dep departure, route string, sig *Signal, coarse bool) {
+	seq := dep.seq
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.probing.Store(false)
@@ -485,8 +504,20 @@ func (k *keyState) observe(now int64, seq uint64, sig *Signal) {
 			k.pacer.pause(until)
 		}
 	}
-	k.model.observe(now, seq, k.sent, sig)
-	k.model.resetAt = min(k.model.resetAt, satAdd(now, int64(limit)))
+	switch {
+	case sig.Bucket != "" && sig.HasRemaining:
+		k.observeBucket(now, dep, route, sig, coarse)
+	case dep.sub != nil && dep.sub.m.known:
+		if sig.Throttled {
+			// Rejected by another limit than its bucket's (a global one):
+			// the bucket did not count it.
+			dep.sub.m.correct(now, dep.at, 1)
+		}
+	default:
+		k.model.secondReset = coarse
+		k.model.observe(now, seq, k.sent, sig)
+		k.model.resetAt = min(k.model.resetAt, satAdd(now, int64(limit)))
+	}
 	if sig.HasWait && sig.Wait > limit && (sig.Throttled || k.model.rate == 0) {
 		k.statedUntil = max(k.statedUntil, satAdd(now, int64(sig.Wait)))
 		err := &WaitError{Wait: sig.Wait, Allowed: limit, Stated: true}
@@ -496,7 +527,13 @@ func (k *keyState) observe(now int64, seq uint64, sig *Signal) {
 			w.ready <- struct{}{}
 		}
 	}
-	if sig.Throttled && !sig.HasRemaining && !k.model.known && sig.Retryable && !k.rareThrottle(now, seq) {
+	if sig.Throttled && sig.HasWait && !sig.HasRemaining && sig.Retryable && sig.Wait%time.Second != 0 {
+		// A wait in whole seconds ends up to a second after the boundary it
+		// rounds: only a finer one (a date on a skewed clock, Discord's
+		// retry_after) can say where windows end.
+		k.window.throttled(satAdd(now, int64(sig.Wait)), seq, k.sent)
+	}
+	if sig.Throttled && !sig.HasRemaining && !k.model.known && sig.Retryable && k.buckets == nil && !k.rareThrottle(now, seq) {
 		if !k.aimd.active {
 			k.aimd.ceiling = k.ceiling()
 			k.model.track() // the cuts to come measure what was sent
@@ -510,14 +547,14 @@ func (k *keyState) observe(now int64, seq uint64, sig *Signal) {
 		}
 		n, span, known := k.model.recent(now, pausedTill)
 		k.aimd.throttled(now, seq, k.sent, n, span, known, known && pausedTill > now-int64(time.Second))
-		k.aimdB.interval, k.aimdB.burst = k.aimd.interval(now), 1
+		k.aimdB.Interval, k.aimdB.Burst, k.aimdB.Unweighted = k.aimd.interval(now), 1, true
 		// The throttle emptied the server's bucket: the next request waits
 		// for the end of the pause the server named, or else one interval
 		// at the new pace.
 		if sig.HasWait {
-			k.aimdB.tat = satAdd(now, int64(wait))
+			k.aimdB.TAT = satAdd(now, int64(wait))
 		} else {
-			k.aimdB.tat = max(k.aimdB.tat, satAdd(now, k.aimdB.interval))
+			k.aimdB.TAT = max(k.aimdB.TAT, satAdd(now, k.aimdB.Interval))
 		}
 	}
 	k.dispatch(now)
@@ -557,8 +594,8 @@ func (k *keyState) rareThrottle(now int64, seq uint64) bool {
 func (k *keyState) minBurst() int64 {
 	var m int64
 	for i, b := range k.pacer.buckets {
-		if i == 0 || b.burst < m {
-			m = b.burst
+		if i == 0 || b.Burst < m {
+			m = b.Burst
 		}
 	}
 	return m
@@ -569,7 +606,7 @@ func (k *keyState) minBurst() int64 {
 func (k *keyState) ceiling() float64 {
 	c := 0.0
 	for _, b := range k.pacer.buckets {
-		if r := 1e9 / float64(b.interval); c == 0 || r < c {
+		if r := 1e9 / float64(b.Interval); c == 0 || r < c {
 			c = r
 		}
 	}

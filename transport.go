@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sony/gobreaker/v2"
 )
 
 // Transport is an http.RoundTripper that paces the requests of each key to
@@ -208,7 +210,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			k.endProbe()
 			k.release()
 		} else {
-			sig, hv = t.observe(ctx, k, dep, resp)
+			sig, hv = t.observe(ctx, k, dep, req.URL.Path, resp)
 			if o != nil && sig.HasWait && sig.Wait > t.cfg.maxRetryAfter {
 				o.capped(ctx, req, key, resp.StatusCode, sig.Wait, t.cfg.maxRetryAfter)
 			}
@@ -290,7 +292,7 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			// that cannot wait that long fails at once.
 			k.hold(t.pacerTime(k.br.retryAt()))
 		}
-		dep, err := k.acquire(ctx, cost, front)
+		dep, err := k.acquire(ctx, cost, front, req.URL.Path)
 		switch {
 		case err == errEvicted:
 			done(outcomeExcluded)
@@ -312,6 +314,16 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 				front = true
 				continue
 			}
+		}
+		if k.br != nil && !k.br.hold && k.br.state() == BreakerOpen {
+			// The breaker opened while the request waited its turn (it
+			// asked before, and queued after the failure that opened it
+			// failed the queue): it does not leave.
+			done(outcomeExcluded)
+			k.settle(dep, hostUnknown)
+			k.release()
+			k.seen()
+			return nil, departure{}, nil, k.br.openError(gobreaker.ErrOpenState, time.Now())
 		}
 		if err := t.reserveShared(ctx, key, k, cost, queued); err != nil {
 			done(outcomeExcluded)
@@ -346,9 +358,12 @@ func sleep(ctx context.Context, d time.Duration) error {
 // its key's rate limit and its host's health, and tells the key: the host's
 // health first, so that a failure holds the queue before anything lets it
 // go. A response that says nothing costs no lock.
-func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, resp *http.Response) (Signal, outageVerdict) {
+func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, route string, resp *http.Response) (Signal, outageVerdict) {
 	fam := scanHeader(resp.Header)
 	if !t.parser.mayCarry(resp.StatusCode, fam) {
+		if k.host.wantDates.Load() {
+			t.observeDate(k, dep, resp, t.now()) // until the offset is known well
+		}
 		sig := Signal{Retryable: true}
 		hv := hostVerdict(resp, nil, ctx.Err(), &sig)
 		k.settle(dep, hv)
@@ -381,8 +396,22 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, res
 			k.host.observeDate(date, t.wall(dep.at), t.wall(now))
 		}
 	}
-	k.observe(now, dep.seq, &sig)
+	// A reset stated to the second (a delta in whole seconds, an epoch or a
+	// date) is known to a second only, whatever its fraction after the
+	// clock offset is taken off.
+	coarse := sig.Reset%time.Second == 0 || in.ServerTime().Add(sig.Reset).Nanosecond() == 0
+	k.observe(now, dep, route, &sig, coarse)
 	return sig, hv
+}
+
+// observeDate narrows the offset of k's host's clock with resp's Date, the
+// response to dep received at now.
+func (t *Transport) observeDate(k *keyState, dep departure, resp *http.Response, now int64) {
+	if v := resp.Header["Date"]; len(v) > 0 {
+		if date, err := http.ParseTime(v[0]); err == nil {
+			k.host.observeDate(date, t.wall(dep.at), t.wall(now))
+		}
+	}
 }
 
 // wall converts a time on the pacer's clock to the wall clock.

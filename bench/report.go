@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/headway-go/headway/fakeserver"
 )
 
 // Machine describes where the table was made.
@@ -79,6 +81,20 @@ func Report(results []Result, s Scenario, m Machine, took time.Duration) string 
 	b.WriteString(Table(results))
 	p("\n")
 
+	if shapes, err := os.ReadFile("shapes.md"); err == nil {
+		p("## Servers that say less, over loopback\n\n")
+		p("headway alone against fake servers that bound the truth without stating it (a stated limit above the real burst, resets rounded to the second, ")
+		p("fixed windows on a skewed clock, route buckets under a global window, nothing but 429s), over **real loopback** in real time: ")
+		p("20 ms of latency plus 0 to 5 ms of jitter per response, 8 or 32 workers, a throttled request sent again by its worker until it gets through. ")
+		p("Efficiency is the least time the server allows for the requests (`fakeserver.Shape.Least`) over the time taken; ")
+		p("\"sent inside an announced wait\" is the server's `Stats.Early`. The servers (`fakeserver.RoundedShapes`, `fakeserver.SparseShapes`):\n\n")
+		for _, sh := range append(fakeserver.RoundedShapes(), fakeserver.SparseShapes()...) {
+			p("- `%s`: %s.\n", sh.Name, sh.Says)
+		}
+		p("\n")
+		b.Write(shapes)
+		p("\n")
+	}
 	p("## Reading the table\n\n")
 	p("- This scenario is the easy case for a client-side limiter: one client, a steady limit, and the exact limit known. ")
 	p("Configured with it, `x/time/rate`, failsafe-go's smooth rate limiter and headway all run at the server's pace with no throttle or next to none. ")

@@ -49,3 +49,21 @@ func TestDialectAzureOpenAI(t *testing.T) {
 		{750 * time.Millisecond, 200, nil, ""},
 	})
 }
+
+func TestDialectFolded(t *testing.T) {
+	d, err := DialectByName("folded-github")
+	if err != nil || d != (Folded{Dialect: GitHub{}}) {
+		t.Fatalf("DialectByName(folded-github) = %v, %v", d, err)
+	}
+	if _, err := DialectByName("folded-nope"); err == nil {
+		t.Fatal("folded-nope: no error")
+	}
+	runExchanges(t, Config{Limit: 1, Window: time.Minute, Burst: 1, Dialect: Folded{IETF06{}}}, 0, []exchange{
+		{0, 200, h("Ratelimit-Remaining", "0, 0", "Ratelimit-Limit", "1, 1"), ""},
+		{0, 429, h("Retry-After", "60, 60", "Content-Type", "application/json"), ""},
+	})
+	runExchanges(t, Config{Limit: 1, Window: time.Minute, Burst: 1, Dialect: Folded{RetryAfterDate{}}}, 0, []exchange{
+		{0, 200, nil, ""},
+		{0, 429, h("Retry-After", "Tue, 10 Mar 2026 12:01:00 GMT, Tue, 10 Mar 2026 12:01:00 GMT"), ""},
+	})
+}

@@ -45,7 +45,7 @@ func TestOutageShapesInMemory(t *testing.T) {
 					Outage: r.shape, OutageStatus: 502, OutageDelay: time.Second}})
 				start := time.Now()
 				s.SetOutage(start, start.Add(3*time.Second))
-				send := func() (*http.Response, error, time.Duration) {
+				send := func() (*http.Response, time.Duration, error) {
 					ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 					defer cancel()
 					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://fake.test/", nil)
@@ -55,14 +55,14 @@ func TestOutageShapesInMemory(t *testing.T) {
 						io.Copy(io.Discard, resp.Body)
 						resp.Body.Close()
 					}
-					return resp, err, time.Since(began)
+					return resp, time.Since(began), err
 				}
 				for range 3 {
-					resp, err, took := send()
+					resp, took, err := send()
 					r.check(t, resp, err, took)
 				}
 				time.Sleep(3*time.Second - time.Since(start))
-				resp, err, _ := send()
+				resp, _, err := send()
 				require.NoError(t, err)
 				assert.Equal(t, 200, resp.StatusCode, "back after the outage")
 				st := s.Stats()

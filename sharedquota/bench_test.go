@@ -2,8 +2,12 @@ package sharedquota
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,4 +108,64 @@ func BenchmarkLease500(b *testing.B) {
 		b.ReportMetric(float64(trips)/float64(reqs), "trips/req")
 		b.ReportMetric(float64(reqs)/2, "req/s")
 	}
+}
+
+// BenchmarkTransportRoundTrips measures what the README quotes: Redis
+// round trips per request, through headway's Transport (pause checks and
+// heartbeats included, not Reserve alone), for three processes (three
+// Transports, each with its own quota and client) sending 500 requests a
+// second in all, with leases of 10, for 3 seconds. Run with
+//
+//	go test -run '^$' -bench TransportRoundTrips -benchtime 1x ./sharedquota/
+func BenchmarkTransportRoundTrips(b *testing.B) {
+	for _, lease := range []int{0, 10} {
+		b.Run("lease="+strconv.Itoa(lease), func(b *testing.B) {
+			for range b.N {
+				trips, reqs := runTransports(b, 500, 10, lease, 3*time.Second)
+				b.ReportMetric(float64(trips)/float64(max(reqs, 1)), "trips/req")
+				b.ReportMetric(float64(reqs)/3, "req/s")
+			}
+		})
+	}
+}
+
+// runTransports runs 3 Transports sharing one quota of rate a second
+// (burst burst) through quotas with leases of lease slots, 8 goroutines
+// each, for dur, and returns Redis round trips and requests sent.
+func runTransports(tb testing.TB, rate, burst, lease int, dur time.Duration) (trips, reqs int64) {
+	addr := redisAddr(tb)
+	prefix := testPrefix(tb)
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), dur)
+	defer cancel()
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	qs := make([]*Redis, 3)
+	for i := range qs {
+		qs[i] = NewRedis(newClient(tb, addr), WithPrefix(prefix), WithLease(lease))
+		tr := headway.New(srv.Client().Transport,
+			headway.WithLimit(headway.PerSecond(rate).WithBurst(burst)),
+			headway.WithKey(func(*http.Request) string { return "k" }),
+			headway.WithSharedQuota(qs[i]))
+		for range 8 {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+					resp, err := tr.RoundTrip(req)
+					if err != nil {
+						continue
+					}
+					resp.Body.Close()
+					sent.Add(1)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for _, q := range qs {
+		q.Close()
+		trips += q.Stats().RoundTrips
+	}
+	return trips, sent.Load()
 }

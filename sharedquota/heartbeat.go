@@ -35,6 +35,7 @@ func (r *Redis) beat() {
 	for k, ks := range r.keys {
 		if ks.lastUsed.Load() < idle {
 			delete(r.keys, k)
+			delete(r.byHash, ks.hashKey)
 		}
 	}
 	r.mu.Unlock()

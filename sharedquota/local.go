@@ -2,12 +2,13 @@ package sharedquota
 
 import (
 	"github.com/headway-go/headway"
+	"github.com/headway-go/headway/internal/gcra"
 )
 
 // localPacer is the GCRA pacer of one key in this process alone, used while
-// Redis is away: the same algorithm as the shared one, at the key's limits
-// divided among the live processes. Time is in nanoseconds of the quota's
-// monotonic clock. Its owner locks.
+// Redis is away: the same rule as the shared one (package internal/gcra),
+// at the key's limits divided among the live processes. Time is in
+// nanoseconds of the quota's monotonic clock. Its owner locks.
 //
 // It starts empty, not full: when Redis went away, the other processes may
 // just have spent the shared burst, and each of them falls back at once
@@ -15,12 +16,9 @@ import (
 // (floors), so that a Redis restarted empty does not hand the fleet a
 // fresh burst on top of what it sent meanwhile.
 type localPacer struct {
-	interval []int64
-	burst    []int64
-	units1   []bool // the limit counts requests: one unit whatever the cost
-	tat      []int64
-	live     int64
-	limits   []headway.Limit
+	buckets gcra.Buckets
+	live    int64
+	limits  []headway.Limit
 }
 
 // start paces the pacer at limits shared among live processes, with every
@@ -29,17 +27,11 @@ func (p *localPacer) start(limits []headway.Limit, live, from int64) {
 	live = max(live, 1)
 	p.limits = append(p.limits[:0], limits...)
 	p.live = live
-	p.interval = p.interval[:0]
-	p.burst = p.burst[:0]
-	p.units1 = p.units1[:0]
-	p.tat = p.tat[:0]
+	p.buckets = p.buckets[:0]
 	for _, l := range limits {
-		iv := int64(l.Interval()) * live
+		iv := gcra.SatMul(int64(l.Interval()), live)
 		b := max(burstOf(l)/live, 1)
-		p.interval = append(p.interval, iv)
-		p.burst = append(p.burst, b)
-		p.units1 = append(p.units1, l.Unweighted)
-		p.tat = append(p.tat, from+b*iv)
+		p.buckets = append(p.buckets, gcra.Bucket{Interval: iv, Burst: b, TAT: gcra.SatAdd(from, gcra.SatMul(b, iv)), Unweighted: l.Unweighted})
 	}
 }
 
@@ -56,16 +48,11 @@ func (p *localPacer) configure(limits []headway.Limit, live, from int64) {
 // pauseUntil, and returns when it may leave; it spends nothing when that is
 // more than within from now.
 func (p *localPacer) reserve(now, pauseUntil, cost, within int64) int64 {
-	d := max(now, pauseUntil)
-	for i := range p.tat {
-		d = max(d, p.tat[i]+(p.units(i, cost)-p.burst[i])*p.interval[i])
-	}
+	d := p.buckets.Earliest(max(now, pauseUntil), 1, cost)
 	if d-now > within {
 		return d
 	}
-	for i := range p.tat {
-		p.tat[i] = max(p.tat[i], d) + p.units(i, cost)*p.interval[i]
-	}
+	p.buckets.Take(d, cost)
 	return d
 }
 
@@ -77,18 +64,11 @@ func (p *localPacer) floors(dst []int64, limits []headway.Limit, now int64) []in
 	for i := range limits {
 		f := int64(0)
 		if same {
-			f = max(p.tat[i]-now, 0) / 1000
+			f = max(p.buckets[i].TAT-now, 0) / 1000
 		}
 		dst = append(dst, f)
 	}
 	return dst
-}
-
-func (p *localPacer) units(i int, cost int64) int64 {
-	if p.units1[i] {
-		return 1
-	}
-	return cost
 }
 
 func burstOf(l headway.Limit) int64 {

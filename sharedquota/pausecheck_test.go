@@ -98,3 +98,30 @@ func TestPauseHoldsReservedRequests(t *testing.T) {
 		t.Errorf("stats %+v", s)
 	}
 }
+
+// TestPausePublished: a pause set by one process reaches the others
+// through the quota's subscription, without their asking: PausedFor then
+// answers from memory, with no round trip.
+func TestPausePublished(t *testing.T) {
+	addr := redisAddr(t)
+	a := newQuota(t, newClient(t, addr))
+	b := NewRedis(newClient(t, addr), WithPrefix(a.cfg.prefix), WithHeartbeat(time.Hour))
+	defer b.Close()
+	ctx := context.Background()
+	waitFor(t, 10*time.Second, func() bool { return b.sub.since.Load() != 0 })
+	if p, err := b.PausedFor(ctx, "k"); err != nil || p != 0 {
+		t.Fatalf("PausedFor before any pause: %v, %v", p, err)
+	}
+	waitFor(t, 10*time.Second, func() bool { return b.Live("k") >= 1 }) // the first heartbeat is done
+	trips := b.Stats().RoundTrips
+	if err := a.Pause(ctx, "k", 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() bool { return b.state("k").pausedFor(b.now()) > 0 })
+	if p, err := b.PausedFor(ctx, "k"); err != nil || !near(p, 3*time.Second) {
+		t.Fatalf("PausedFor after the pause was published: %v, %v", p, err)
+	}
+	if n := b.Stats().RoundTrips - trips; n != 0 {
+		t.Fatalf("PausedFor made %d round trips while subscribed", n)
+	}
+}

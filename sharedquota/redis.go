@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,7 +35,14 @@ type Redis struct {
 
 	health health // of Redis as a whole
 
-	procsKey string       // the sorted set of the live processes
+	cluster    *redis.ClusterClient // nil unless the client is one
+	reloadedAt atomic.Int64         // monotonic ns: the last slot map reload asked
+
+	procsKey string // the sorted set of the live processes
+	channel  string // where pauses are published
+	byHash   map[string]*keyState
+	sub      pauseSub
+
 	live     atomic.Int64 // the processes counted; 0: never
 	liveMu   sync.Mutex
 	liveSeen [3]int64 // the last counts, newest first
@@ -105,11 +113,16 @@ func NewRedis(client redis.UniversalClient, opts ...Option) *Redis {
 		keys:  make(map[string]*keyState),
 
 		procsKey: cfg.prefix + ":procs",
+		channel:  cfg.prefix + ":pauses",
+		byHash:   make(map[string]*keyState),
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
+	r.cluster, _ = client.(*redis.ClusterClient)
+	r.reloadedAt.Store(math.MinInt64 / 2)
 	r.registerMetrics()
+	r.subscribe(client)
 	go r.loop()
 	return r
 }
@@ -219,33 +232,35 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 		return r.degrade(ks, limits, cost, within, err)
 	}
 	var (
-		v   any
-		err error
-		w   int64
+		v      any
+		err    error
+		w      int64
+		pause  int64
+		args   []any
+		script *redis.Script
 	)
 	ks.mu.Lock()
 	pauseFloor, floors := ks.floors(limits, r.now())
 	if len(limits) == 1 {
-		args := append(ks.oneArgsFor(limits[0], cost, r.marginMs()), withinUs, r.capUs(), floors[0], pauseFloor)
+		args = append(ks.oneArgsFor(limits[0], cost, r.marginMs()), withinUs, r.capUs(), floors[0], pauseFloor)
 		ks.mu.Unlock()
-		if v, err = r.eval(ctx, reserveOneScript, ks.keys, args); err == nil {
-			w, err = waitReply(v, r.maxReplyUs())
-		}
+		script = reserveOneScript
 	} else {
-		args := argsFor(limits, cost, 1, r.marginMs(), withinUs, r.capUs(), pauseFloor, floors)
+		args = argsFor(limits, cost, 1, r.marginMs(), withinUs, r.capUs(), pauseFloor, floors)
 		ks.mu.Unlock()
-		if v, err = r.eval(ctx, reserveScript, ks.keys, args); err == nil {
-			var waits [1]int64
-			var ws []int64
-			if ws, err = waitsReply(waits[:0], v, 1, r.maxReplyUs()); err == nil {
-				w = ws[0]
-			}
+		script = reserveScript
+	}
+	if v, err = r.eval(ctx, script, ks.keys, args); err == nil {
+		var waits [1]int64
+		var ws []int64
+		if ws, pause, err = reserveReply(waits[:0], v, 1, r.maxReplyUs(), r.capUs()); err == nil {
+			w = ws[0]
 		}
 	}
 	if err == nil {
 		r.up(ks)
 		r.stats.reservations.Add(1)
-		ks.shared(r.now(), w, withinUs)
+		ks.shared(r.now(), w, withinUs, pause)
 		return time.Duration(w) * time.Microsecond, nil
 	}
 	if r.failed(ctx, ks, err) {
@@ -274,15 +289,19 @@ func (ks *keyState) floors(limits []headway.Limit, now int64) (pause int64, tats
 }
 
 // shared notes a reservation that Redis answered at now with a wait of w
-// µs, within withinUs: the fallback, if any, is over (the script recorded
-// its floors), and a slot spent is the latest departure known here.
-func (ks *keyState) shared(now, w, withinUs int64) {
+// µs, within withinUs, and a pause of pause µs: the fallback, if any, is
+// over (the script recorded its floors), a slot spent is the latest
+// departure known here, and the pause is known as of now, which spares
+// PausedFor a round trip (see pauseCoalesce).
+func (ks *keyState) shared(now, w, withinUs, pause int64) {
 	ks.mu.Lock()
-	defer ks.mu.Unlock()
 	ks.fallback = false
 	if w <= withinUs {
 		ks.lastDep = max(ks.lastDep, now+w*1000)
 	}
+	ks.pauseUntil = max(ks.pauseUntil, now+pause*1000)
+	ks.mu.Unlock()
+	ks.checked.Store(now)
 }
 
 // Pause makes every process wait d from now before its next request on
@@ -315,7 +334,7 @@ func (r *Redis) Pause(ctx context.Context, key string, d time.Duration) error {
 		return err
 	}
 	us := (int64(d) + 999) / 1000
-	v, err := r.eval(ctx, pauseScript, ks.keys, []any{us, r.marginMs(), r.capUs()})
+	v, err := r.eval(ctx, pauseScript, ks.keys, []any{us, r.marginMs(), r.capUs(), r.channel})
 	if err == nil {
 		var left int64
 		if left, err = r.leftReply("pause", v); err == nil {
@@ -351,10 +370,12 @@ const pauseCoalesce = 5 * time.Millisecond
 // headway.SharedPauseChecker: a Transport asks after a request slept on its
 // reservation, so that a pause set meanwhile, by any process, holds it.
 //
-// Calls on one key within 5ms of a call to Redis, and every call while
-// Redis is unavailable, are answered from what this process knows of the
-// pause, without a round trip. An error from Redis is returned along with
-// that local answer.
+// It answers from what this process knows of the pause, without a round
+// trip, while the quota's subscription to the pauses every process
+// publishes has been unbroken since the key's pause was last read from
+// Redis (by a reservation, or by PausedFor), within 5ms of such a read,
+// and while Redis is unavailable. Otherwise it asks Redis. An error from
+// Redis is returned along with the local answer.
 func (r *Redis) PausedFor(ctx context.Context, key string) (time.Duration, error) {
 	if r.closed.Load() {
 		return 0, ErrClosed
@@ -362,7 +383,7 @@ func (r *Redis) PausedFor(ctx context.Context, key string) (time.Duration, error
 	ks := r.state(key)
 	now := r.now()
 	last := ks.checked.Load()
-	if now-last < int64(pauseCoalesce) || !ks.checked.CompareAndSwap(last, now) || r.usable(ks) != nil {
+	if r.subscribed(last) || now-last < int64(pauseCoalesce) || !ks.checked.CompareAndSwap(last, now) || r.usable(ks) != nil {
 		return ks.pausedFor(r.now()), nil
 	}
 	v, err := r.eval(ctx, pausedScript, ks.keys, []any{r.capUs()})
@@ -401,8 +422,10 @@ func (r *Redis) Close() error {
 		}
 		close(r.stop)
 		<-r.done
+		r.unsubscribe()
 		r.mu.Lock()
 		clear(r.keys)
+		clear(r.byHash)
 		r.mu.Unlock()
 		if r.usable(nil) == nil {
 			_, _ = r.eval(context.Background(), heartbeatScript, []string{r.procsKey}, r.beatArgs(true))
@@ -418,10 +441,11 @@ func (r *Redis) state(key string) *keyState {
 	ks := r.keys[key]
 	if ks == nil {
 		ks = &keyState{leaseSem: make(chan struct{}, 1)}
-		ks.checked.Store(now - int64(pauseCoalesce)) // PausedFor asks Redis first
+		ks.checked.Store(math.MinInt64 / 2) // never: PausedFor asks Redis first
 		ks.hashKey, _ = r.KeyNames(key)
 		ks.keys = []string{ks.hashKey}
 		r.keys[key] = ks
+		r.byHash[ks.hashKey] = ks
 		if r.live.Load() == 0 {
 			select { // announce the process at once
 			case r.kick <- struct{}{}:
@@ -677,7 +701,24 @@ func (r *Redis) failed(ctx context.Context, ks *keyState, err error) (callerGone
 		r.logInfo("headway/sharedquota: Redis unavailable: each key falls back to its failure mode",
 			slog.String("mode", r.cfg.mode.String()), slog.String("err", err.Error()))
 	}
+	r.reloadSlots()
 	return false
+}
+
+// reloadSlots makes a Cluster client read the slot map again after a
+// failed call, once per retry interval at most: a master that died keeps
+// its slots in the client's map until then, and go-redis reads the map
+// again by itself only every few seconds, or on a MOVED that a dead master
+// never sends. The reload runs in the background (go-redis's own).
+func (r *Redis) reloadSlots() {
+	if r.cluster == nil {
+		return
+	}
+	now, last := r.now(), r.reloadedAt.Load()
+	if now-last < int64(r.cfg.retry) || !r.reloadedAt.CompareAndSwap(last, now) {
+		return
+	}
+	r.cluster.ReloadState(context.Background())
 }
 
 // keyError reports whether err is Redis's answer to what one key holds,

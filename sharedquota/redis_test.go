@@ -197,18 +197,19 @@ func TestInvalid(t *testing.T) {
 }
 
 func TestReplyChecks(t *testing.T) {
-	for _, v := range []any{nil, "x", int64(3), []any{"1"}, []any{int64(-1)}, []any{int64(1), int64(2)}, []any{}, []any{int64(101)}} {
-		_, err := waitsReply(nil, v, 1, 100)
+	for _, v := range []any{nil, "x", int64(3), []any{"1", int64(0)}, []any{int64(-1), int64(0)}, []any{int64(1), int64(2), int64(0)},
+		[]any{}, []any{int64(1)}, []any{int64(101), int64(0)}, []any{int64(1), int64(51)}, []any{int64(1), int64(-1)}} {
+		_, _, err := reserveReply(nil, v, 1, 100, 50)
 		var re *ReplyError
 		if !errors.As(err, &re) || !errors.Is(err, ErrBadReply) || !strings.HasPrefix(err.Error(), "sharedquota: ") {
-			t.Errorf("waitsReply(%#v) = %v", v, err)
+			t.Errorf("reserveReply(%#v) = %v", v, err)
 		}
 	}
 	if _, err := intReply("pause", "1"); !errors.Is(err, ErrBadReply) {
 		t.Errorf("intReply(string) = %v", err)
 	}
-	if w, err := waitsReply(nil, []any{int64(0), int64(7)}, 2, 100); err != nil || w[1] != 7 {
-		t.Errorf("waitsReply(good) = %v, %v", w, err)
+	if w, p, err := reserveReply(nil, []any{int64(0), int64(7), int64(50)}, 2, 100, 50); err != nil || w[1] != 7 || p != 50 {
+		t.Errorf("reserveReply(good) = %v, %v, %v", w, p, err)
 	}
 	ue := &UnavailableError{Op: "reserve", Err: context.DeadlineExceeded}
 	if !errors.Is(ue, ErrUnavailable) || !errors.Is(ue, context.DeadlineExceeded) {
@@ -270,12 +271,7 @@ func TestOneLimitScriptSharesState(t *testing.T) {
 	if ttl, err := c.PTTL(context.Background(), quota).Result(); err != nil || ttl <= 0 || ttl > 8*time.Second {
 		t.Fatalf("TTL %v (%v)", ttl, err)
 	}
-	if _, err := waitReply(int64(-1), 100); !errors.Is(err, ErrBadReply) {
-		t.Fatalf("waitReply(-1) = %v", err)
-	}
-	if _, err := waitReply(int64(101), 100); !errors.Is(err, ErrBadReply) {
-		t.Fatalf("waitReply(over the most) = %v", err)
-	}
+
 }
 
 // forever is a within longer than any wait in the tests.

@@ -40,9 +40,11 @@ end
 
 // reserveScript spends up to slots reservations of a quota at once, under
 // GCRA over all of its limits, and returns the wait of each, in
-// microseconds from now, as an array of integers. It spends only those
-// whose wait is within ARGV[3] µs: when not even the first is, it spends
-// nothing and returns that one's wait alone (longer than ARGV[3]). A
+// microseconds from now, as an array of integers, then the time left of
+// the pause (so that a process knows of a pause as fresh as its last
+// reservation, without asking). It spends only those whose wait is within
+// ARGV[3] µs: when not even the first is, it spends nothing and returns
+// that one's wait alone (longer than ARGV[3]), then the pause. A
 // reservation leaves at
 //
 //	max(now, pause, max over limits of TAT + units·T − burst·T)
@@ -70,7 +72,9 @@ end
 // current (see learnScript): its fields "li" (T, µs), "lb" (burst) and "lu"
 // (the instant it lapses, µs) make one limit of one unit a request, whose
 // TAT is the field "lt".
-var reserveScript = redis.NewScript(prelude + `
+var reserveScript = redis.NewScript(reserveSrc)
+
+const reserveSrc = prelude + `
 local slots = tonumber(ARGV[1])
 local margin = tonumber(ARGV[2]) * 1000
 local within = tonumber(ARGV[3])
@@ -130,7 +134,10 @@ for s = 1, slots do
   for i = 1, n do tat[i] = math.max(tat[i], d) + units[i] * iv[i] end
   waits[s] = d - now
 end
-if #waits == 1 and waits[1] > within and not fix then return waits end
+if #waits == 1 and waits[1] > within and not fix then
+  waits[2] = math.max(pause - now, 0)
+  return waits
+end
 local need = pause
 local hs = {}
 for i = 1, n do
@@ -154,13 +161,14 @@ if #hs > 0 then
     redis.call('HSET', KEYS[1], unpack(hs))
   end
 end
+waits[#waits + 1] = math.max(pause - now, 0)
 return waits
-`)
+`
 
 // reserveOneScript is reserveScript for the common case of one limit and
-// one slot, with the arithmetic done by the client: it returns the wait as
-// an integer, in µs from now, and spends nothing when the wait is longer
-// than ARGV[5] µs. Both scripts keep the same fields, and check them the
+// one slot, with the arithmetic done by the client: it returns the wait,
+// in µs from now, and the time left of the pause, and spends nothing when
+// the wait is longer than ARGV[5] µs. Both scripts keep the same fields, and check them the
 // same way, so processes that use either share one quota.
 //
 // KEYS[1]: the quota's hash; ARGV[1]: the limit's field; ARGV[2]: burst·T
@@ -170,7 +178,9 @@ return waits
 // longest wait worth spending the slot on, in µs; ARGV[6]: the cap on
 // waits, in µs; ARGV[7] and ARGV[8]: the least TAT and the least pause, in
 // µs from now (0: none), as in reserveScript.
-var reserveOneScript = redis.NewScript(prelude + `
+var reserveOneScript = redis.NewScript(reserveOneSrc)
+
+const reserveOneSrc = prelude + `
 local room, step, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[6])
 local v = redis.call('HMGET', KEYS[1], 'pause', 'exp', ARGV[1])
 local pause, fix = pauseOf(v[1], cap)
@@ -191,7 +201,7 @@ if floor > 0 and now + math.min(floor, cap + room + step) > tat then
 end
 local d = math.max(now, pause, tat - room)
 local spend = d - now <= tonumber(ARGV[5])
-if not spend and not fix then return d - now end
+if not spend and not fix then return {d - now, math.max(pause - now, 0)} end
 if spend then tat = math.max(tat, d) + step end
 local hs = {ARGV[1], string.format('%d', tat)}
 if fix then
@@ -210,17 +220,23 @@ if fix or exp == nil or exp < need + margin / 2 then
 else
   redis.call('HSET', KEYS[1], unpack(hs))
 end
-return d - now
-`)
+return {d - now, math.max(pause - now, 0)}
+`
 
 // pauseScript makes the quota's pause last at least ARGV[1] µs from now; a
 // pause never shortens a longer one. It returns the time left of the
 // pause, in µs.
 //
+// A pause that lengthens the one held is published on ARGV[4], as the
+// hash's name and the pause's time left in µs, so that every process knows
+// of it at once (see subscribe).
+//
 // KEYS[1]: the quota's hash; ARGV[1]: the pause in µs; ARGV[2]: the margin
 // of the TTL, in ms; ARGV[3]: the cap on waits, in µs (the pause is no
-// longer).
-var pauseScript = redis.NewScript(prelude + `
+// longer); ARGV[4]: the channel.
+var pauseScript = redis.NewScript(pauseSrc)
+
+const pauseSrc = prelude + `
 local cap = tonumber(ARGV[3])
 local untl = now + math.min(tonumber(ARGV[1]), cap)
 local vals = redis.call('HMGET', KEYS[1], 'pause', 'exp')
@@ -228,6 +244,7 @@ local cur, fix = pauseOf(vals[1], cap)
 if untl > cur or fix then
   untl = math.max(untl, cur)
   redis.call('HSET', KEYS[1], 'pause', string.format('%d', untl))
+  redis.call('PUBLISH', ARGV[4], KEYS[1] .. ' ' .. string.format('%d', untl - now))
 else
   untl = cur
 end
@@ -239,7 +256,7 @@ if fix or exp == nil or exp < untl + margin / 2 then
   redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000)))
 end
 return untl - now
-`)
+`
 
 // pausedScript returns the time left of the quota's pause, in µs; 0 when
 // there is none. It reads the pause as the other scripts do, and leaves
@@ -306,32 +323,31 @@ func intReply(script string, v any) (int64, error) {
 	return n, nil
 }
 
-// waitReply checks that v, reserveOneScript's reply, is an integer from 0
-// to most.
-func waitReply(v any, most int64) (int64, error) {
-	n, ok := v.(int64)
-	if !ok || n < 0 || n > most {
-		return 0, &ReplyError{Script: "reserve", Reply: v, Reason: "want an integer from 0 to the cap"}
-	}
-	return n, nil
-}
-
-// waitsReply checks that v is an array of 1 to want integers from 0 to
-// most, and appends them to dst.
-func waitsReply(dst []int64, v any, want int, most int64) ([]int64, error) {
+// reserveReply checks that v, a reserve script's reply, is an array of 1
+// to want waits from 0 to most µs followed by the time left of the pause,
+// from 0 to capUs; it appends the waits to dst.
+func reserveReply(dst []int64, v any, want int, most, capUs int64) (waits []int64, pause int64, err error) {
 	arr, ok := v.([]any)
 	if !ok {
-		return dst, &ReplyError{Script: "reserve", Reply: v, Reason: "want an array"}
+		return dst, 0, &ReplyError{Script: "reserve", Reply: v, Reason: "want an array"}
 	}
-	if len(arr) < 1 || len(arr) > want {
-		return dst, &ReplyError{Script: "reserve", Reply: v, Reason: "wrong number of waits"}
+	if len(arr) < 2 || len(arr) > want+1 {
+		return dst, 0, &ReplyError{Script: "reserve", Reply: v, Reason: "wrong number of waits"}
 	}
-	for _, e := range arr {
+	for i, e := range arr {
 		n, ok := e.(int64)
-		if !ok || n < 0 || n > most {
-			return dst, &ReplyError{Script: "reserve", Reply: v, Reason: "want integers from 0 to the cap"}
+		hi := most
+		if i == len(arr)-1 {
+			hi = capUs
 		}
-		dst = append(dst, n)
+		if !ok || n < 0 || n > hi {
+			return dst, 0, &ReplyError{Script: "reserve", Reply: v, Reason: "want integers from 0 to the cap"}
+		}
+		if i < len(arr)-1 {
+			dst = append(dst, n)
+		} else {
+			pause = n
+		}
 	}
-	return dst, nil
+	return dst, pause, nil
 }

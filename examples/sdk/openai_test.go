@@ -54,7 +54,7 @@ func TestOpenAI(t *testing.T) {
 				ctx := headway.WithCost(context.Background(), maxTokens)
 				resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 					Messages:            []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say arr.")},
-					Model:               openai.ChatModelGPT4oMini,
+					Model:               openai.ChatModelGPT5_4Mini,
 					MaxCompletionTokens: openai.Int(maxTokens),
 				})
 				if err != nil {
