@@ -85,7 +85,7 @@
 // [SignalParser] with more [Dialect] values teaches it other vendors. The
 // Transport reads them after every response: a throttle pauses the key (or
 // the host, for a global scope) and its request is sent again first when the
-// pause ends ([WithMaxRetryAfter], [WithRetry]); a stated quota is
+// pause ends ([WithMaxServerWait], [WithRetry]); a stated quota is
 // spent, then waited for; bare 429s slow the key down. [WithDialects] sets
 // the dialects it reads.
 //

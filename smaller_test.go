@@ -77,7 +77,7 @@ func TestManyRateLimitMembersParseInLinearTime(t *testing.T) {
 			start := time.Now()
 			s := ParseSignal(&SignalInput{Status: 429, Header: h})
 			best = min(best, time.Since(start))
-			assert.Equal(t, Signal{Throttled: true, Retryable: true, Remaining: 1, HasRemaining: true,
+			assert.Equal(t, Signal{Throttled: true, Remaining: 1, HasRemaining: true,
 				Reset: 10 * time.Second, Limit: int64(n + 1), Period: time.Minute}, s)
 		}
 		return best
