@@ -165,7 +165,7 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route st
 	// Fast path: nobody waits, a slot is free and the pacer allows it now.
 	if k.queue.head == nil && k.hasSlot() && k.outageGate(now) {
 		if d := k.earliest(now, 1, cost, route); d <= now {
-			dep := k.take(now, cost, route)
+			dep := k.take(now, now, cost, route)
 			k.mu.Unlock()
 			return dep, nil
 		}
@@ -228,17 +228,18 @@ func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 	return k.outageFloor(d)
 }
 
-// take records a departure on route at d.
-func (k *keyState) take(d, cost int64, route string) departure {
+// take records a departure on route at d (the instant it was free to go,
+// for the pacer) and now (when it goes, for what the server will count).
+func (k *keyState) take(d, now, cost int64, route string) departure {
 	k.pacer.take(d, cost)
 	dep := departure{seq: k.sent + 1, at: d}
 	if m, b := k.modelFor(route); b != nil {
 		b.sent++
 		dep.sub, dep.subSeq = b, b.sent
-		m.take(d, b.sent)
-		k.model.note(d, dep.seq) // what the key sent, for the pace of bare throttles
+		m.take(max(d, now), b.sent)
+		k.model.note(max(d, now), dep.seq) // what the key sent, for the pace of bare throttles
 	} else {
-		m.take(d, dep.seq)
+		m.take(max(d, now), dep.seq)
 	}
 	k.window.take(d)
 	if k.aimd.active {
@@ -395,7 +396,7 @@ func (k *keyState) dispatch(now int64) {
 			k.arm(now, d)
 			return
 		}
-		w.dep = k.take(d, w.cost, w.route)
+		w.dep = k.take(d, now, w.cost, w.route)
 		k.queue.remove(w)
 		w.admitted = true
 		w.ready <- struct{}{}

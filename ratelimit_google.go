@@ -16,8 +16,10 @@ import (
 //
 // RetryInfo's retryDelay (a protobuf Duration: "55s", "0.5s",
 // "1.000340s") is a stated delay, as Retry-After is. QuotaFailure's quotaId
-// names the quota (the signal's Bucket) and, for a request quota whose id
-// names its window (PerMinute, PerDay, ...), its quotaValue is the limit.
+// names the quota; for a request quota whose id names its window
+// (PerMinute, PerDay, ...), its quotaValue is the limit. (The quotaId is
+// not the signal's Bucket: only a rejection names it, and a Bucket is a
+// name every response of the bucket gives.)
 // The older APIs' 403 with the reason rateLimitExceeded or
 // userRateLimitExceeded (Drive, Calendar, YouTube) is a rate limit too.
 type googleDialect struct{}
@@ -50,9 +52,6 @@ func (googleDialect) Parse(in *SignalInput, s *Signal) {
 	id, isString, ok := jsonValue(in.Body, "quotaId")
 	if !ok || !isString || len(id) == 0 || len(id) > 128 {
 		return
-	}
-	if s.Bucket == "" {
-		s.Bucket = string(id)
 	}
 	if !containsFold(id, "requests") {
 		return

@@ -30,6 +30,11 @@ type ietfDialect struct{}
 
 func (ietfDialect) String() string { return "ietf" }
 
+// maxMembers bounds the members of a RateLimit or RateLimit-Policy field
+// read: a field with more is ignored whole, like one that does not parse.
+// A server states a few policies; thousands say nothing worth the time.
+const maxMembers = 1024
+
 // ietfPolicy is one member of RateLimit-Policy.
 type ietfPolicy struct {
 	name  string // "" for the unnamed Integer members of -06 and -07
@@ -46,7 +51,7 @@ func (ietfDialect) Parse(in *SignalInput, s *Signal) {
 	h := in.Header
 	policies := ietfPolicies(firstField(h, "Ratelimit-Policy", "Beta-Ratelimit-Policy"))
 	if lines := firstField(h, "Ratelimit", "Beta-Ratelimit"); len(lines) > 0 {
-		if list, err := httpsfv.UnmarshalList(lines); err == nil {
+		if list, err := httpsfv.UnmarshalList(lines); err == nil && len(list) <= maxMembers {
 			ietfLimits(list, policies, s)
 		} else if dict, err := httpsfv.UnmarshalDictionary(lines); err == nil {
 			ietfDictionary(dict, policies, s)
@@ -85,7 +90,7 @@ func ietfPolicies(lines []string) []ietfPolicy {
 		return nil
 	}
 	list, err := httpsfv.UnmarshalList(lines)
-	if err != nil {
+	if err != nil || len(list) > maxMembers {
 		return nil
 	}
 	var out []ietfPolicy

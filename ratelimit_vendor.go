@@ -522,19 +522,12 @@ func (shopifyDialect) Parse(in *SignalInput, s *Signal) {
 // hubSpotDialect reads X-HubSpot-RateLimit-*: the burst window (-Max,
 // -Remaining over -Interval-Milliseconds), the per-second window
 // (-Secondly, -Secondly-Remaining) and the daily one (-Daily,
-// -Daily-Remaining); and the policyName of a 429's body
-// ("TEN_SECONDLY_ROLLING", "DAILY") as the signal's Bucket.
+// -Daily-Remaining).
 type hubSpotDialect struct{}
 
 func (hubSpotDialect) String() string { return "hubspot" }
 
 func (hubSpotDialect) Parse(in *SignalInput, s *Signal) {
-	if in.Status == http.StatusTooManyRequests && len(in.Body) > 0 && s.Bucket == "" {
-		// {"errorType":"RATE_LIMIT","policyName":"TEN_SECONDLY_ROLLING"}
-		if v, isString, ok := jsonValue(in.Body, "policyName"); ok && isString && len(v) <= 64 {
-			s.Bucket = string(v)
-		}
-	}
 	if !in.has(famHubSpot) {
 		return
 	}
@@ -592,8 +585,8 @@ func (zendeskDialect) Parse(in *SignalInput, s *Signal) {
 // stripeDialect reads Stripe-Should-Retry: false, Stripe's word that a
 // request must not be retried, and Stripe-Rate-Limited-Reason, which names
 // the limit a 429 met (global-rate, endpoint-rate, global-concurrency,
-// endpoint-concurrency, resource-specific) and becomes the signal's
-// Bucket. Two 429s are not the account's rate: lock_timeout (another
+// endpoint-concurrency, resource-specific). Two 429s are not the account's
+// rate: lock_timeout (another
 // request holds the same object) and resource-specific (too many updates
 // of one object): they are contention on one object, not throttled, so
 // they are retried after a backoff without slowing the key down.
@@ -607,9 +600,6 @@ func (stripeDialect) Parse(in *SignalInput, s *Signal) {
 			s.Permanent = true
 		}
 		if r := firstItem(in.Header["Stripe-Rate-Limited-Reason"]); r != "" {
-			if s.Bucket == "" {
-				s.Bucket = r
-			}
 			if in.Status == http.StatusTooManyRequests && strings.EqualFold(r, "resource-specific") {
 				s.Throttled = false
 			}
@@ -664,7 +654,7 @@ func (salesforceDialect) Parse(in *SignalInput, s *Signal) {
 
 // atlassianDialect reads RateLimit-Reason, which names the limit an
 // Atlassian Cloud 429 met (jira-quota-tenant-based, jira-burst-based,
-// jira-per-issue-on-write, ...), as the signal's Bucket. A per-issue write
+// jira-per-issue-on-write, ...). A per-issue write
 // limit is contention on one issue, not the key's rate: not throttled, so
 // the request is retried after its Retry-After without pausing the key.
 // X-RateLimit-NearLimit (less than a fifth of the quota left) states no
@@ -681,9 +671,6 @@ func (atlassianDialect) Parse(in *SignalInput, s *Signal) {
 	r := firstItem(in.Header["Ratelimit-Reason"])
 	if r == "" {
 		return
-	}
-	if s.Bucket == "" {
-		s.Bucket = r
 	}
 	if in.Status == http.StatusTooManyRequests && containsFold([]byte(r), "per-issue") {
 		s.Throttled = false

@@ -79,8 +79,11 @@ type Signal struct {
 	Period time.Duration
 
 	// Bucket is the vendor's name for the limit the response counted
-	// against, where it gives one: Discord's X-RateLimit-Bucket, GitHub's
-	// x-ratelimit-resource.
+	// against, where every response of that limit gives it: Discord's
+	// X-RateLimit-Bucket, GitHub's x-ratelimit-resource, an IETF limit's
+	// partition key ("name;pk=:...:"). Reasons only a rejection gives
+	// (Atlassian's RateLimit-Reason, Stripe-Rate-Limited-Reason, Google's
+	// quotaId) are not Buckets.
 	Bucket string
 }
 
@@ -224,6 +227,13 @@ func (in *SignalInput) serverTime() time.Time {
 	if v := in.Header["Date"]; len(v) > 0 {
 		if t, ok := parseHTTPDate(v[0]); ok && saneDate(t, now) {
 			return t
+		}
+		// Folded by a proxy into one line, or sent twice: the first valid.
+		var b [2]string
+		for _, item := range fieldItems(b[:0], v) {
+			if t, ok := parseHTTPDate(item); ok && saneDate(t, now) {
+				return t
+			}
 		}
 	}
 	return now

@@ -106,6 +106,24 @@ func BenchmarkParse429RetryAfter(b *testing.B) {
 	benchParse(b, &SignalInput{Status: 429, Header: h, Now: benchNow})
 }
 
+func BenchmarkParseGemini429(b *testing.B) {
+	h := typical200()
+	body := []byte(`{"error":{"code":429,"message":"You exceeded your current quota.","status":"RESOURCE_EXHAUSTED",` +
+		`"details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":` +
+		`"generativelanguage.googleapis.com/generate_content_free_tier_requests","quotaId":` +
+		`"GenerateRequestsPerMinutePerProjectPerModel-FreeTier","quotaValue":"10"}]},` +
+		`{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"55s"}]}}`)
+	benchParse(b, &SignalInput{Status: 429, Header: h, Body: body, Now: benchNow})
+}
+
+func BenchmarkParseFolded200(b *testing.B) {
+	h := typical200()
+	h["X-Ratelimit-Limit"] = []string{"5000, 5000"}
+	h["X-Ratelimit-Remaining"] = []string{"4999, 4999"}
+	h["X-Ratelimit-Reset"] = []string{"1773147600, 1773147600"}
+	benchParse(b, &SignalInput{Status: 200, Header: h, Now: benchNow})
+}
+
 // TestParseNoRateLimitHeadersBudget holds the fast path to its promise: no
 // allocation (timing is left to the benchmark, machines differ).
 func TestParseNoRateLimitHeadersBudget(t *testing.T) {

@@ -121,8 +121,17 @@ var DialectNames = []string{
 }
 
 // DialectByName returns the dialect with one of the names in DialectNames,
-// each with its default settings.
+// each with its default settings. A name prefixed with "folded-", such as
+// "folded-github", is that dialect behind a proxy that folds field lines
+// (Folded).
 func DialectByName(name string) (Dialect, error) {
+	if inner, ok := strings.CutPrefix(strings.ToLower(strings.TrimSpace(name)), "folded-"); ok {
+		d, err := DialectByName(inner)
+		if err != nil {
+			return nil, err
+		}
+		return Folded{Dialect: d}, nil
+	}
 	switch strings.ToLower(strings.TrimSpace(name)) {
 	case "bare", "none":
 		return Bare{}, nil

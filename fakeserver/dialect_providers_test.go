@@ -51,6 +51,13 @@ func TestDialectAzureOpenAI(t *testing.T) {
 }
 
 func TestDialectFolded(t *testing.T) {
+	d, err := DialectByName("folded-github")
+	if err != nil || d != (Folded{Dialect: GitHub{}}) {
+		t.Fatalf("DialectByName(folded-github) = %v, %v", d, err)
+	}
+	if _, err := DialectByName("folded-nope"); err == nil {
+		t.Fatal("folded-nope: no error")
+	}
 	runExchanges(t, Config{Limit: 1, Window: time.Minute, Burst: 1, Dialect: Folded{IETF06{}}}, 0, []exchange{
 		{0, 200, h("Ratelimit-Remaining", "0, 0", "Ratelimit-Limit", "1, 1"), ""},
 		{0, 429, h("Retry-After", "60, 60", "Content-Type", "application/json"), ""},

@@ -16,7 +16,7 @@ func TestCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}
-	nodes := startCluster(t)
+	nodes := startCluster(t, 0)
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{nodes[0].addr()}, ContextTimeoutEnabled: true})
 	defer c.Close()
 	q := NewRedis(c, WithPrefix(testPrefix(t)), WithTimeout(time.Second), WithHeartbeat(50*time.Millisecond))
@@ -52,5 +52,98 @@ func TestCluster(t *testing.T) {
 	}
 	if s := q.Stats(); s.Errors != 0 {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestClusterFailover: a 3-master Cluster with a replica each; the master
+// of a quota's slot is killed (SIGKILL). Once the replica is promoted, the
+// quota shares again within a second or two: the client reads the slot map
+// again when calls fail, instead of routing to the dead master until its
+// periodic reload. (Issue 10, item 8: every process stayed in fallback for
+// 23s after the promotion.)
+func TestClusterFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of 6 nodes")
+	}
+	nodes := startCluster(t, 1)
+	var addrs []string
+	for _, n := range nodes {
+		addrs = append(addrs, n.addr())
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+	defer c.Close()
+	q := NewRedis(c, WithPrefix(testPrefix(t)), WithTimeout(200*time.Millisecond),
+		WithRetryInterval(100*time.Millisecond), WithHeartbeat(100*time.Millisecond))
+	defer q.Close()
+	ctx := context.Background()
+	lim := headway.PerSecond(1000).WithBurst(1000)
+	quota, _ := q.KeyNames("k")
+	slot, err := c.ClusterKeySlot(ctx, quota).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	masterOf := func(via *redis.Client) string {
+		slots, err := via.ClusterSlots(ctx).Result()
+		if err != nil {
+			return ""
+		}
+		for _, s := range slots {
+			if int64(s.Start) <= slot && slot <= int64(s.End) && len(s.Nodes) > 0 {
+				return s.Nodes[0].Addr
+			}
+		}
+		return ""
+	}
+	var dead *redisServer
+	var other *redis.Client
+	for _, n := range nodes {
+		nc := redis.NewClient(&redis.Options{Addr: n.addr()})
+		defer nc.Close()
+		if m := masterOf(nc); m == n.addr() {
+			dead = n
+		} else if other == nil && m != "" {
+			other = nc
+		}
+	}
+	if dead == nil || other == nil {
+		t.Fatal("cannot find the slot's master")
+	}
+	reserve(t, q, "k", 1, lim)
+	if s := q.Stats(); s.Degraded != 0 {
+		t.Fatalf("before the failover: %+v", s)
+	}
+	deadAddr := dead.addr()
+	dead.kill()
+	killed := time.Now()
+	var promoted time.Time
+	for {
+		if m := masterOf(other); m != "" && m != deadAddr {
+			promoted = time.Now()
+			break
+		}
+		if time.Since(killed) > 30*time.Second {
+			t.Fatal("no replica was promoted in 30s")
+		}
+		reserve(t, q, "k", 1, lim) // the fleet keeps calling meanwhile
+		time.Sleep(20 * time.Millisecond)
+	}
+	var resumed time.Time
+	for {
+		before := q.Stats().Degraded
+		reserve(t, q, "k", 1, lim)
+		if q.Stats().Degraded == before {
+			resumed = time.Now()
+			break
+		}
+		if time.Since(promoted) > 30*time.Second {
+			t.Fatal("still in fallback 30s after the promotion")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	took := resumed.Sub(promoted)
+	t.Logf("replica promoted %v after the kill; shared again %v after the promotion; %+v",
+		promoted.Sub(killed).Round(time.Millisecond), took.Round(time.Millisecond), q.Stats())
+	if took > 5*time.Second {
+		t.Errorf("shared again %v after the promotion, want a second or two", took)
 	}
 }

@@ -267,3 +267,68 @@ func BenchmarkFleetOverload(b *testing.B) {
 		fs.Close()
 	}
 }
+
+// BenchmarkFleetEfficiency is issue 10's efficiency table: 4 processes × 2
+// goroutines send 80 requests in all to the fake server (a token bucket,
+// 20ms service time), through headway sharing one quota in Redis, and
+// through go-redis/redis_rate. It reports efficiency (the least possible
+// time, (80 − burst)/rate plus one service time, over the time taken),
+// the requests the server throttled, and those sent while it had told the
+// client to wait (early). Run with
+//
+//	go test -run '^$' -bench FleetEfficiency -benchtime 1x ./sharedquota/
+func BenchmarkFleetEfficiency(b *testing.B) {
+	type row struct {
+		name           string
+		dialect        fakeserver.Dialect
+		rate, burst    int
+		noLimit, alone bool
+		contender      string
+	}
+	for _, r := range []row{
+		{name: "ietf-20/s-b10/limits/shared", dialect: fakeserver.IETF{}, rate: 20, burst: 10},
+		{name: "ietf-20/s-b10/limits/alone", dialect: fakeserver.IETF{}, rate: 20, burst: 10, alone: true},
+		{name: "ietf-20/s-b10/no-limits/shared", dialect: fakeserver.IETF{}, rate: 20, burst: 10, noLimit: true},
+		{name: "ietf-20/s-b10/redis_rate", dialect: fakeserver.IETF{}, rate: 20, burst: 10, contender: "redis_rate"},
+		{name: "bare-10/s-b5/limits/shared", dialect: fakeserver.Bare{}, rate: 10, burst: 5},
+		{name: "bare-10/s-b5/no-limits/shared", dialect: fakeserver.Bare{}, rate: 10, burst: 5, noLimit: true},
+		{name: "bare-10/s-b5/redis_rate", dialect: fakeserver.Bare{}, rate: 10, burst: 5, contender: "redis_rate"},
+	} {
+		b.Run(r.name, func(b *testing.B) {
+			addr := redisAddr(b)
+			const n, procs = 80, 4
+			const service = 20 * time.Millisecond
+			for range b.N {
+				fs, err := fakeserver.Start(fakeserver.Config{
+					Limit: r.rate, Window: time.Second, Burst: r.burst, Dialect: r.dialect,
+					Faults: fakeserver.Faults{Latency: service},
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				start := time.Now().Add(2 * time.Second)
+				res := runFleet(b, procs, workerConfig{
+					Redis: addr, URL: fs.URL, Prefix: testPrefix(b),
+					Rate: r.rate, Burst: r.burst, Goroutines: 2, Requests: n / procs,
+					NoLimit: r.noLimit, Alone: r.alone, Contender: r.contender,
+					Start: start, Duration: time.Minute,
+				})
+				var done time.Time
+				var errs int64
+				for _, w := range res {
+					if w.Done.After(done) {
+						done = w.Done
+					}
+					errs += w.Errors
+				}
+				least := time.Duration(float64(n-r.burst)/float64(r.rate)*float64(time.Second)) + service
+				st := fs.Server.Stats()
+				b.ReportMetric(least.Seconds()/done.Sub(start).Seconds(), "efficiency")
+				b.ReportMetric(float64(st.Rejected), "throttled")
+				b.ReportMetric(float64(st.Early), "early")
+				b.ReportMetric(float64(errs), "errors")
+				fs.Close()
+			}
+		})
+	}
+}

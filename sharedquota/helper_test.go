@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-redis/redis_rate/v10"
 	"github.com/headway-go/headway"
 	"github.com/redis/go-redis/v9"
 )
@@ -44,6 +45,16 @@ type workerConfig struct {
 	// goroutine sending one request after another.
 	Offered    int
 	ReqTimeout time.Duration
+	// Requests, when set, makes the worker send that many requests in all
+	// (its goroutines take them from one count) and stop, instead of
+	// sending for Duration (which then only bounds the run).
+	Requests int
+	// NoLimit configures no limit: the Transport paces by what the server
+	// says alone. Alone shares nothing. Contender "redis_rate" replaces
+	// headway with go-redis/redis_rate at Rate and Burst, waiting out each
+	// refusal's RetryAfter.
+	NoLimit, Alone bool
+	Contender      string
 }
 
 type workerResult struct {
@@ -62,6 +73,8 @@ type workerResult struct {
 	// the call returned (zero if it made none or it failed): the pause
 	// began between the two.
 	PauseCalled, PausedAt time.Time
+	// Done is when the last of Requests was answered.
+	Done time.Time
 }
 
 const fleetKey = "fleet-token"
@@ -89,14 +102,25 @@ func runWorker(cfg workerConfig) (workerResult, error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxIdleConnsPerHost = cfg.Goroutines
 	defer base.CloseIdleConnections()
-	hw := headway.New(base,
-		headway.WithLimit(headway.PerSecond(cfg.Rate).WithBurst(cfg.Burst)),
-		headway.WithKey(func(*http.Request) string { return fleetKey }),
-		headway.WithSharedQuota(q),
-	)
-	client := &http.Client{Transport: hw}
+	opts := []headway.Option{headway.WithKey(func(*http.Request) string { return fleetKey })}
+	if !cfg.NoLimit {
+		opts = append(opts, headway.WithLimit(headway.PerSecond(cfg.Rate).WithBurst(cfg.Burst)))
+	}
+	if !cfg.Alone {
+		opts = append(opts, headway.WithSharedQuota(q))
+	}
+	client := &http.Client{Transport: headway.New(base, opts...)}
+	if cfg.Contender == "redis_rate" {
+		client = &http.Client{Transport: &redisRateRT{
+			base: base, l: redis_rate.NewLimiter(rdb), key: cfg.Prefix + ":redis_rate",
+			lim: redis_rate.Limit{Rate: cfg.Rate, Burst: cfg.Burst, Period: time.Second},
+		}}
+	}
 
 	time.Sleep(time.Until(cfg.Start))
+	if cfg.Requests > 0 {
+		return countedRun(cfg, client, q)
+	}
 	end := cfg.Start.Add(cfg.Duration)
 	ctx, cancel := context.WithDeadline(context.Background(), end)
 	defer cancel()
@@ -163,6 +187,65 @@ func runWorker(cfg workerConfig) (workerResult, error) {
 	res.Stats = q.Stats()
 	res.MaxLive = int(maxLive.Load())
 	return res, nil
+}
+
+// countedRun sends cfg.Requests requests from cfg.Goroutines goroutines
+// and reports when the last was answered.
+func countedRun(cfg workerConfig, client *http.Client, q *Redis) (workerResult, error) {
+	ctx, cancel := context.WithDeadline(context.Background(), cfg.Start.Add(cfg.Duration))
+	defer cancel()
+	var left, ok, tooMany, errs atomic.Int64
+	left.Store(int64(cfg.Requests))
+	var wg sync.WaitGroup
+	for range cfg.Goroutines {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 && ctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cfg.URL+"/items/1", nil)
+				resp, err := client.Do(req)
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusTooManyRequests {
+					tooMany.Add(1)
+				} else {
+					ok.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return workerResult{OK: ok.Load(), TooMany: tooMany.Load(), Errors: errs.Load(), Stats: q.Stats(), Done: time.Now()}, nil
+}
+
+// redisRateRT sends each request when go-redis/redis_rate allows it: the
+// contender of the fleet benchmarks, used as its README shows.
+type redisRateRT struct {
+	base http.RoundTripper
+	l    *redis_rate.Limiter
+	key  string
+	lim  redis_rate.Limit
+}
+
+func (t *redisRateRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	for {
+		res, err := t.l.Allow(req.Context(), t.key, t.lim)
+		if err != nil {
+			return nil, err
+		}
+		if res.Allowed > 0 {
+			return t.base.RoundTrip(req)
+		}
+		tm := time.NewTimer(res.RetryAfter)
+		select {
+		case <-tm.C:
+		case <-req.Context().Done():
+			tm.Stop()
+			return nil, req.Context().Err()
+		}
+	}
 }
 
 // openLoop sends cfg.Offered requests a second until ctx ends, each with a

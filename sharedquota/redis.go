@@ -35,8 +35,11 @@ type Redis struct {
 
 	health health // of Redis as a whole
 
-	procsKey string       // the sorted set of the live processes
-	channel  string       // where pauses are published
+	cluster    *redis.ClusterClient // nil unless the client is one
+	reloadedAt atomic.Int64         // monotonic ns: the last slot map reload asked
+
+	procsKey string // the sorted set of the live processes
+	channel  string // where pauses are published
 	byHash   map[string]*keyState
 	sub      pauseSub
 
@@ -116,6 +119,8 @@ func NewRedis(client redis.UniversalClient, opts ...Option) *Redis {
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
+	r.cluster, _ = client.(*redis.ClusterClient)
+	r.reloadedAt.Store(math.MinInt64 / 2)
 	r.registerMetrics()
 	r.subscribe(client)
 	go r.loop()
@@ -696,7 +701,24 @@ func (r *Redis) failed(ctx context.Context, ks *keyState, err error) (callerGone
 		r.logInfo("headway/sharedquota: Redis unavailable: each key falls back to its failure mode",
 			slog.String("mode", r.cfg.mode.String()), slog.String("err", err.Error()))
 	}
+	r.reloadSlots()
 	return false
+}
+
+// reloadSlots makes a Cluster client read the slot map again after a
+// failed call, once per retry interval at most: a master that died keeps
+// its slots in the client's map until then, and go-redis reads the map
+// again by itself only every few seconds, or on a MOVED that a dead master
+// never sends. The reload runs in the background (go-redis's own).
+func (r *Redis) reloadSlots() {
+	if r.cluster == nil {
+		return
+	}
+	now, last := r.now(), r.reloadedAt.Load()
+	if now-last < int64(r.cfg.retry) || !r.reloadedAt.CompareAndSwap(last, now) {
+		return
+	}
+	r.cluster.ReloadState(context.Background())
 }
 
 // keyError reports whether err is Redis's answer to what one key holds,

@@ -159,10 +159,10 @@ func testPrefix(t testing.TB) string {
 	return "headway-test-" + hex.EncodeToString(b[:])
 }
 
-// startCluster starts a Redis Cluster of three masters on free loopback
-// ports, waits until it is ok, and kills its nodes at cleanup. It returns
-// the nodes' addresses.
-func startCluster(t testing.TB) []*redisServer {
+// startCluster starts a Redis Cluster of three masters, each with
+// replicas replicas, on free loopback ports, waits until it is ok (and the
+// replicas in sync), and kills its nodes at cleanup. It returns the nodes.
+func startCluster(t testing.TB, replicas int) []*redisServer {
 	t.Helper()
 	needRedisServer(t)
 	if _, err := exec.LookPath("redis-cli"); err != nil {
@@ -170,16 +170,16 @@ func startCluster(t testing.TB) []*redisServer {
 	}
 	var nodes []*redisServer
 	var addrs []string
-	for i := range 3 {
+	for i := range 3 * (1 + replicas) {
 		dir := t.TempDir()
 		n := startRedis(t, "--cluster-enabled", "yes",
 			"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", i)),
-			"--cluster-node-timeout", "2000")
+			"--cluster-node-timeout", "1000")
 		nodes = append(nodes, n)
 		addrs = append(addrs, n.addr())
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	out, err := exec.Command("redis-cli", args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
@@ -189,12 +189,14 @@ func startCluster(t testing.TB) []*redisServer {
 		c := redis.NewClient(&redis.Options{Addr: a})
 		for {
 			info, err := c.ClusterInfo(context.Background()).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") {
+			repl, _ := c.Info(context.Background(), "replication").Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") &&
+				(strings.Contains(repl, "role:master") || strings.Contains(repl, "master_link_status:up")) {
 				break
 			}
 			if time.Now().After(deadline) {
 				c.Close()
-				t.Fatalf("cluster not ok at %s: %v %s", a, err, info)
+				t.Fatalf("cluster not ok at %s: %v %s %s", a, err, info, repl)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
