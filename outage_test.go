@@ -482,7 +482,7 @@ func TestOverloadIsRetriedLike503(t *testing.T) {
 	sig := ParseSignal(&SignalInput{Status: 529, Header: http.Header{"Retry-After": {"3"}}})
 	assert.True(t, sig.Throttled && sig.HasWait && sig.RetryAfter)
 	assert.Equal(t, 3*time.Second, sig.Wait)
-	assert.Contains(t, DefaultRetryStatuses(), 529)
+	assert.Contains(t, defaultRetryStatuses(), 529)
 }
 
 func mustPost(t *testing.T) *http.Request {
@@ -494,13 +494,14 @@ func mustPost(t *testing.T) *http.Request {
 func TestABare529HoldsTheKeyAndA529WithRetryAfterPausesIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		stub := &stubRT{status: 529}
-		tr := New(stub, WithRetry(RetryOptions{MaxAttempts: 1}))
+		var hc hookCounts
+		tr := New(stub, WithRetry(RetryOptions{MaxAttempts: 1}), hc.option())
 		resp, err := tr.RoundTrip(mustReq(t, "http://api.test/"))
 		require.NoError(t, err)
 		drain(resp)
 		k := tr.keys.get("api.test", tr, mustReq(t, "http://api.test/"))
 		assert.True(t, k.isDown(), "a bare 529 is an overload: the host is down")
-		assert.Zero(t, tr.Stats().Throttled, "not a throttle: the key's pace is not cut")
+		assert.Zero(t, hc.throttled.Load(), "not a throttle: the key's pace is not cut")
 	})
 }
 

@@ -30,7 +30,6 @@ type Transport struct {
 	keys   keyTable
 	hosts  hostTable
 	epoch  time.Time
-	stats  struct{ throttled, retries atomic.Int64 }
 
 	hostPauses atomic.Int64 // the end of the longest host pause, on the pacer's clock
 	obs        *observer    // nil without metrics, logger or hooks
@@ -48,7 +47,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		o.apply(&cfg)
 	}
 	if cfg.queue.MaxLen == 0 {
-		cfg.queue.MaxLen = DefaultQueueLen
+		cfg.queue.MaxLen = defaultQueueLen
 	}
 	for _, l := range cfg.limits {
 		mustValid(l)
@@ -64,7 +63,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		}
 	}
 	t := &Transport{base: base, cfg: cfg, epoch: time.Now()}
-	t.parser = SignalParser{Dialects: cfg.dialects, MaxWait: cfg.maxRetryAfter}
+	t.parser = SignalParser{Dialects: cfg.dialects, MaxServerWait: cfg.maxRetryAfter}
 	t.retry = newRetryPolicy(cfg.retry)
 	t.probe = newProbeSchedule(cfg.retry)
 	t.keys.seed = maphash.MakeSeed()
@@ -223,7 +222,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				return t.track(k, resp), nil // the common case: nothing to retry
 			}
 			if sig.Throttled {
-				t.stats.throttled.Add(1)
 				if o != nil {
 					o.throttled(ctx, req, key, attempt, resp, &sig, t.cfg.maxRetryAfter)
 				}
@@ -245,7 +243,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return t.track(k, resp), nil
 		}
-		t.stats.retries.Add(1)
 		if err == nil {
 			if last = buffer(resp, maxBufferedThrottle); last == nil {
 				drainAndClose(resp)
@@ -364,7 +361,7 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, rou
 		if k.host.wantDates.Load() {
 			t.observeDate(k, dep, resp, t.now()) // until the offset is known well
 		}
-		sig := Signal{Retryable: true}
+		sig := Signal{}
 		hv := hostVerdict(resp, nil, ctx.Err(), &sig)
 		k.settle(dep, hv)
 		k.endProbe()
@@ -469,19 +466,6 @@ func (t *Transport) newKey(key string, req *http.Request) *keyState {
 	}
 	k.model.spread = t.cfg.spread
 	return k
-}
-
-// Stats returns counts of what t has done since it was made.
-func (t *Transport) Stats() Stats {
-	return Stats{Throttled: t.stats.throttled.Load(), Retries: t.stats.retries.Load()}
-}
-
-// Stats counts what a Transport did.
-type Stats struct {
-	// Throttled is the number of throttled responses received.
-	Throttled int64
-	// Retries is the number of requests sent again after a throttle.
-	Retries int64
 }
 
 // CloseIdleConnections closes the idle connections of the base
