@@ -154,7 +154,7 @@ const minRate = 1e-13
 // observe takes in what a response to departure seq said at now. sent is
 // the number of departures so far.
 func (m *serverModel) observe(now int64, seq, sent uint64, sig *Signal) {
-	if sig.Limit > 0 && sig.Period > 0 && !sig.TooLong {
+	if sig.Limit > 0 && sig.Period > 0 && !sig.OverMaxServerWait {
 		// A stated policy: Limit requests per Period.
 		m.rate, m.rateStated = float64(sig.Limit)/float64(sig.Period), true
 	}
@@ -206,7 +206,8 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *Signal) {
 				m.spanInnov += e
 			}
 		}
-		if m.window && e > 0 && alone && rec.at < m.resetSeen-int64(time.Second) && !sig.Throttled {
+		if m.window && e > 0 && alone && !sig.Throttled && rec.at < m.resetSeen-int64(time.Second) &&
+			(m.period == 0 || rec.at >= m.resetSeen-m.period) {
 			// Quota came back well before the window's end: a bucket after
 			// all. Measure it again.
 			m.window, m.coarse, m.lo, m.hi = false, true, 0, 0
@@ -255,7 +256,7 @@ func (m *serverModel) stays(now int64, left float64, reset time.Duration) {
 		return
 	}
 	if at := satAdd(now, int64(reset)); abs64(at-m.resetSeen) <= stillTolerance {
-		if m.still++; m.still >= 2 {
+		if m.still++; m.still >= 1 {
 			m.window, m.lo, m.hi = true, 0, 0
 		}
 	} else {
@@ -274,6 +275,24 @@ func (m *serverModel) groupPred(rec *depRecord) (pred float64, alone bool) {
 		}
 	}
 	return pred, alone
+}
+
+// pending returns the departures not answered yet.
+func (m *serverModel) pending() float64 {
+	n := 0
+	for i := range m.ring() {
+		if r := &m.deps[i]; r.seq != 0 && r.ok && !r.done {
+			n++
+		}
+	}
+	return float64(n)
+}
+
+// atMost lowers the model to n requests at now, if it holds more.
+func (m *serverModel) atMost(now int64, n float64) {
+	if l := m.level(max(now, m.at)); l > n {
+		m.correct(now, now, n-l)
+	}
 }
 
 // pendingBefore returns the departures before rec that are not answered

@@ -66,7 +66,12 @@ func (k *keyState) observeBucket(now int64, dep departure, route string, sig *Si
 		b.m.observe(now, dep.subSeq, b.sent, sig)
 		return
 	}
-	// Sent before its route was mapped here: what it says is the bucket's
-	// level now, less what the bucket sent since.
-	b.m.observe(now, b.sent, b.sent, sig)
+	// Sent before its route was mapped here: the bucket holds at most what
+	// it says, less what the bucket's own requests still in flight take.
+	if !b.m.known {
+		b.m.observe(now, b.sent, b.sent, sig)
+		return
+	}
+	b.m.observe(now, 0, b.sent, sig) // its reset and bounds, no innovation
+	b.m.atMost(now, float64(sig.Remaining)-b.m.pending())
 }

@@ -88,10 +88,23 @@
 // pause ends ([WithRetry]); a stated quota is spent, then waited for; bare
 // 429s slow a key without limits down, while a key with configured limits
 // goes back to them after a rare throttle's pause. Every wait a server
-// names is capped ([WithMaxRetryAfter]): a longer one holds the key for the
+// names is capped ([WithMaxServerWait]): a longer one holds the key for the
 // cap at most, and fails the key's requests at once with a [*WaitError]
 // while what is left of it is longer. [WithDialects] sets the dialects it
 // reads.
+//
+// What a server states is what it knew when it counted the request: the
+// requests still in flight are spent too, and a margin that grows with
+// each prediction the server proves wrong is kept back. A reset rounded to
+// the second bounds the truth; the key waits for its latest instant, on
+// the server's clock as the Date of many responses measure it. A stated
+// limit is an upper bound: until a key's first answer, it sends one
+// request. Answers tell a bucket that refills from a fixed window that
+// resets (resets that stay put, quota that comes back all at once), and a
+// window is spent, then waited for to its boundary. Routes the server says
+// share a bucket (Discord's X-RateLimit-Bucket) share its pace; a server
+// that names only its waits, to the millisecond or as a date, has its
+// window learned from the spacing of its throttles.
 //
 // # Retries, breakers, shared quotas, presets
 //

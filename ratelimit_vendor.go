@@ -417,7 +417,7 @@ func (openAIDialect) Parse(in *SignalInput, s *Signal) {
 	for _, key := range [...]string{"code", "type"} {
 		if v, isString, ok := jsonValue(in.Body, key); ok && isString {
 			if c := string(v); c == "insufficient_quota" || c == "billing_hard_limit_reached" {
-				s.Retryable = false
+				s.Permanent = true
 			}
 		}
 	}
@@ -449,7 +449,7 @@ func (anthropicDialect) Parse(in *SignalInput, s *Signal) {
 		in.Status == http.StatusPaymentRequired) {
 		for _, w := range anthropicBilling {
 			if containsFold(in.Body, w) {
-				s.Retryable = false
+				s.Permanent = true
 				break
 			}
 		}
@@ -597,7 +597,7 @@ func (stripeDialect) String() string { return "stripe" }
 func (stripeDialect) Parse(in *SignalInput, s *Signal) {
 	if in.has(famStripe) {
 		if hasItem(in.Header["Stripe-Should-Retry"], "false") {
-			s.Retryable = false
+			s.Permanent = true
 		}
 		if r := firstItem(in.Header["Stripe-Rate-Limited-Reason"]); r != "" {
 			if in.Status == http.StatusTooManyRequests && strings.EqualFold(r, "resource-specific") {

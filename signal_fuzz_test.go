@@ -173,6 +173,6 @@ func FuzzParseSignal(f *testing.F) {
 			in.ServerNow = caseNow.Add(time.Duration(offset))
 		}
 		checkFuzzed(t, ParseSignal(in))
-		checkFuzzed(t, (&SignalParser{MaxWait: time.Second}).Parse(in))
+		checkFuzzed(t, (&SignalParser{MaxServerWait: time.Second}).Parse(in))
 	})
 }

@@ -153,3 +153,71 @@ func (l *pauseLog) union(end time.Time) (time.Duration, int) {
 	}
 	return total, n
 }
+
+// stallRT is a network that stalls now and then: a request sent during a
+// stall reaches the server when the stall ends, together with every other
+// one sent during it, as a loaded machine or a congested link delivers
+// them.
+type stallRT struct {
+	rt     http.RoundTripper
+	start  time.Time
+	stalls [][2]time.Duration // [from, until) since start
+}
+
+func (s *stallRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	at := time.Since(s.start)
+	for _, st := range s.stalls {
+		if at >= st[0] && at < st[1] {
+			time.Sleep(st[1] - at)
+		}
+	}
+	return s.rt.RoundTrip(req)
+}
+
+// TestThrottleCostOverTenSeconds is BenchmarkThrottleCost in virtual time,
+// with the jitter made explicit: 1,000/s for 10 s against a server that
+// admits 1,000/s with a burst of 10, from a key with the same limit and
+// burst, over a network that stalls for 20 ms twice. Each stall bunches 20
+// requests up, the server throttles those beyond its burst with
+// Retry-After: 1, and the key pauses 1 s. Each pause must cost at most
+// its stated wait plus 50 ms of throughput.
+func TestThrottleCostOverTenSeconds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const rate, burst, span, workers = 1000, 10, 10 * time.Second, 32
+		srv := fakeserver.New(fakeserver.Config{Limit: rate, Burst: burst})
+		start := time.Now()
+		net := &stallRT{rt: srv.Transport(), start: start, stalls: [][2]time.Duration{
+			{2500 * time.Millisecond, 2520 * time.Millisecond},
+			{7000 * time.Millisecond, 7020 * time.Millisecond},
+		}}
+		var pz pauseLog
+		tr := New(net, WithLimit(PerSecond(rate).WithBurst(burst)), WithHooks(Hooks{OnPause: pz.add}))
+		var ok atomic.Int64
+		end := start.Add(span)
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for time.Now().Before(end) {
+					resp, err := tr.RoundTrip(mustReq(t, "http://api.test/"))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					drain(resp)
+					if resp.StatusCode == http.StatusOK {
+						ok.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		lost := elapsed - time.Duration(float64(ok.Load()-burst)/rate*float64(time.Second))
+		paused, n := pz.union(start.Add(elapsed))
+		st := srv.Stats()
+		t.Logf("%d ok in %v (%.1f/s), %d throttled, %d pauses covering %v, %v lost: %v per pause beyond the stated wait",
+			ok.Load(), elapsed, float64(ok.Load())/elapsed.Seconds(), st.Rejected, n, paused, lost, (lost-paused)/time.Duration(max(n, 1)))
+		assert.Equal(t, 2, n, "one pause per stall")
+		assert.LessOrEqual(t, lost-paused, time.Duration(n)*50*time.Millisecond)
+	})
+}
