@@ -154,7 +154,7 @@ const minRate = 1e-13
 // observe takes in what a response to departure seq said at now. sent is
 // the number of departures so far.
 func (m *serverModel) observe(now int64, seq, sent uint64, sig *Signal) {
-	if sig.Limit > 0 && sig.Period > 0 && !sig.TooLong {
+	if sig.Limit > 0 && sig.Period > 0 && !sig.OverMaxServerWait {
 		// A stated policy: Limit requests per Period.
 		m.rate, m.rateStated = float64(sig.Limit)/float64(sig.Period), true
 	}

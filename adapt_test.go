@@ -77,7 +77,8 @@ func TestAThrottlePausesTheKeyAndTheThrottledRequestGoesFirst(t *testing.T) {
 			}
 			return 200, nil
 		}}
-		tr := New(rt, WithMaxInFlight(1))
+		var hc hookCounts
+		tr := New(rt, WithMaxInFlight(1), hc.option())
 		get(t, tr, "http://api.test/first")
 		var wg sync.WaitGroup
 		wg.Go(func() { assert.Equal(t, 200, get(t, tr, "http://api.test/throttled").StatusCode) })
@@ -98,7 +99,8 @@ func TestAThrottlePausesTheKeyAndTheThrottledRequestGoesFirst(t *testing.T) {
 			assert.Equal(t, []string{"/a", "/b", "/c"}[i], s.path)
 			assert.GreaterOrEqual(t, s.at, log[2+i].at, s.path)
 		}
-		assert.Equal(t, Stats{Throttled: 1, Retries: 1}, tr.Stats())
+		assert.EqualValues(t, 1, hc.throttled.Load(), "throttled")
+		assert.EqualValues(t, 1, hc.retries.Load(), "retried")
 	})
 }
 
@@ -110,7 +112,7 @@ func TestAWaitTooLongHandsTheResponseBackAndKeepsTheKeyPaused(t *testing.T) {
 			}
 			return 200, nil
 		}}
-		tr := New(rt, WithLimit(PerSecond(100)), WithMaxRetryAfter(time.Minute))
+		tr := New(rt, WithLimit(PerSecond(100)), WithMaxServerWait(time.Minute))
 		start := time.Now()
 		resp := get(t, tr, "http://api.test/")
 		assert.Equal(t, 429, resp.StatusCode, "a final 429 is a response")
@@ -220,7 +222,7 @@ func TestARequestThatCannotBeReplayedIsNotRetried(t *testing.T) {
 		resp, err = tr.RoundTrip(req)
 		require.NoError(t, err)
 		drain(resp)
-		assert.Len(t, rt.log(), 1+DefaultMaxAttempts)
+		assert.Len(t, rt.log(), 1+defaultMaxAttempts)
 		assert.EqualValues(t, 1, body.closes.Load())
 
 		req, err = http.NewRequest(http.MethodPost, "http://api.test/", strings.NewReader("again"))
@@ -228,7 +230,7 @@ func TestARequestThatCannotBeReplayedIsNotRetried(t *testing.T) {
 		resp, err = tr.RoundTrip(req)
 		require.NoError(t, err)
 		drain(resp)
-		assert.Len(t, rt.log(), 1+2*DefaultMaxAttempts)
+		assert.Len(t, rt.log(), 1+2*defaultMaxAttempts)
 	})
 }
 

@@ -27,9 +27,9 @@ import (
 //   - A response whose status is not in Statuses is not retried. A 403 that
 //     the response's signal marks as a rate limit (GitHub's secondary
 //     limits) counts as a 429.
-//   - A rejection that waiting does not cure (Signal.Retryable false, such
+//   - A rejection that waiting does not cure (Signal.Permanent, such
 //     as a billing quota) is not retried, nor one whose stated wait is too
-//     long to sleep on (Signal.TooLong): the response goes back at once.
+//     long to sleep on (Signal.OverMaxServerWait): the response goes back at once.
 //   - An idempotent request is retried on every status in Statuses and on
 //     transport errors (a reset connection, an unexpected EOF, a timeout;
 //     not a context's end, nor a certificate or DNS "no such host" error).
@@ -71,8 +71,9 @@ type RetryOptions struct {
 	MaxElapsed time.Duration
 
 	// Statuses are the response statuses that may be retried, subject to
-	// the request's method (see RetryOptions). The default is 429, 502, 503
-	// and 504. Other statuses can be retried with CheckRetry.
+	// the request's method (see RetryOptions). Nil means 429, 502, 503, 504
+	// and 529 (an overload, as Anthropic and Notion answer it). Other
+	// statuses can be retried with CheckRetry.
 	Statuses []int
 
 	// CheckRetry, when set, decides first whether an attempt is retried:
@@ -124,20 +125,19 @@ type RetryOptions struct {
 	MaxProbeInterval time.Duration
 }
 
-// Defaults of RetryOptions.
+// Defaults of RetryOptions, documented on its fields.
 const (
-	DefaultMaxAttempts     = 4
-	DefaultMaxElapsed      = 2 * time.Minute
-	DefaultInitialInterval = 500 * time.Millisecond
-	DefaultMaxInterval     = 30 * time.Second
-	DefaultMultiplier      = 2.0
-	DefaultMaxBufferedBody = 1 << 20
+	defaultMaxAttempts     = 4
+	defaultMaxElapsed      = 2 * time.Minute
+	defaultInitialInterval = 500 * time.Millisecond
+	defaultMaxInterval     = 30 * time.Second
+	defaultMultiplier      = 2.0
+	defaultMaxBufferedBody = 1 << 20
 )
 
-// DefaultRetryStatuses returns the statuses retried when
-// RetryOptions.Statuses is nil: 429, 502, 503, 504 and 529 (an overload,
-// as Anthropic and Notion answer it).
-func DefaultRetryStatuses() []int {
+// defaultRetryStatuses returns the statuses retried when
+// RetryOptions.Statuses is nil.
+func defaultRetryStatuses() []int {
 	return []int{http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable,
 		http.StatusGatewayTimeout, statusOverloaded}
 }
@@ -197,36 +197,36 @@ func newRetryPolicy(o RetryOptions) *retryPolicy {
 		rand:          rand.Int64N,
 	}
 	if p.maxAttempts <= 0 {
-		p.maxAttempts = DefaultMaxAttempts
+		p.maxAttempts = defaultMaxAttempts
 	}
 	switch {
 	case p.maxElapsed == 0:
-		p.maxElapsed = DefaultMaxElapsed
+		p.maxElapsed = defaultMaxElapsed
 	case p.maxElapsed < 0:
 		p.maxElapsed = 0
 	}
 	statuses := o.Statuses
 	if statuses == nil {
-		statuses = DefaultRetryStatuses()
+		statuses = defaultRetryStatuses()
 	}
 	for _, s := range statuses {
 		p.statuses.add(s)
 	}
 	if p.initial <= 0 {
-		p.initial = DefaultInitialInterval
+		p.initial = defaultInitialInterval
 	}
 	if p.cap <= 0 {
-		p.cap = DefaultMaxInterval
+		p.cap = defaultMaxInterval
 	}
 	p.cap = max(p.cap, p.initial)
 	switch {
 	case p.multiplier == 0:
-		p.multiplier = DefaultMultiplier
+		p.multiplier = defaultMultiplier
 	case p.multiplier < 1:
 		p.multiplier = 1
 	}
 	if p.maxBody == 0 {
-		p.maxBody = DefaultMaxBufferedBody
+		p.maxBody = defaultMaxBufferedBody
 	}
 	return p
 }
@@ -342,9 +342,9 @@ func (p *retryPolicy) decide(in retryInput) retryVerdict {
 	case throttled && !p.statuses.has(http.StatusTooManyRequests),
 		!throttled && !p.statuses.has(status):
 		v.stop = stopStatus
-	case !in.sig.Retryable:
+	case in.sig.Permanent:
 		v.stop = stopNotRetryable
-	case in.sig.TooLong:
+	case in.sig.OverMaxServerWait:
 		v.stop = stopTooLong
 	case idempotent || throttled:
 	case (status == http.StatusServiceUnavailable || status == statusOverloaded) && in.sig.RetryAfter:
@@ -371,14 +371,18 @@ func isIdempotent(req *http.Request) bool {
 }
 
 // retryableError reports whether a transport error may pass with time: a
-// broken or refused connection, an unexpected EOF, a timeout. The end of a
-// context is the caller's doing, a certificate or an unknown host will not
-// change, and headway's own refusals are final.
+// broken or refused connection, an unexpected EOF, a timeout. A
+// cancellation is the caller's doing, a certificate or an unknown host will
+// not change, and headway's own refusals are final.
+//
+// A context.DeadlineExceeded is a timeout of the transport, such as
+// net/http's ResponseHeaderTimeout, whose error matches it: the callers
+// ask first whether the request's own context ended.
 func retryableError(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+	if errors.Is(err, context.Canceled) ||
 		errors.Is(err, ErrQueueFull) || errors.Is(err, ErrCostTooLarge) ||
 		errors.Is(err, ErrInvalidCost) || errors.Is(err, ErrCircuitOpen) ||
 		errors.Is(err, errNotReplayable) {

@@ -87,7 +87,7 @@ func TestRetryDecisionTable(t *testing.T) {
 		{name: "GET EOF", method: "GET", err: errEOF, want: retryGo},
 		{name: "PUT EOF", method: "PUT", err: io.EOF, want: retryGo},
 		{name: "GET canceled", method: "GET", err: context.Canceled, want: stopError},
-		{name: "GET deadline", method: "GET", err: fmt.Errorf("x: %w", context.DeadlineExceeded), want: stopError},
+		{name: "GET timeout of the transport", method: "GET", err: fmt.Errorf("x: %w", context.DeadlineExceeded), want: retryGo},
 
 		// Non-idempotent methods: only when the server did not act.
 		{name: "POST 429", method: "POST", status: 429, want: retryGo},
@@ -209,13 +209,13 @@ func TestRetryCheckHook(t *testing.T) {
 
 func TestRetryPolicyDefaults(t *testing.T) {
 	p := newRetryPolicy(RetryOptions{})
-	assert.Equal(t, DefaultMaxAttempts, p.maxAttempts)
-	assert.Equal(t, DefaultMaxElapsed, p.maxElapsed)
-	assert.Equal(t, DefaultInitialInterval, p.initial)
-	assert.Equal(t, DefaultMaxInterval, p.cap)
-	assert.Equal(t, DefaultMultiplier, p.multiplier)
-	assert.Equal(t, int64(DefaultMaxBufferedBody), p.maxBody)
-	for _, s := range DefaultRetryStatuses() {
+	assert.Equal(t, defaultMaxAttempts, p.maxAttempts)
+	assert.Equal(t, defaultMaxElapsed, p.maxElapsed)
+	assert.Equal(t, defaultInitialInterval, p.initial)
+	assert.Equal(t, defaultMaxInterval, p.cap)
+	assert.Equal(t, defaultMultiplier, p.multiplier)
+	assert.Equal(t, int64(defaultMaxBufferedBody), p.maxBody)
+	for _, s := range defaultRetryStatuses() {
 		assert.True(t, p.statuses.has(s), "%d", s)
 	}
 	assert.False(t, p.statuses.has(500))
@@ -301,9 +301,9 @@ func TestFullJitterDrawsFromTheWholeInterval(t *testing.T) {
 		resp, sig := respWith(502, "")
 		d, ok := r.next(resp, nil, sig, t0)
 		require.True(t, ok)
-		assert.Equal(t, []int64{int64(DefaultInitialInterval) + 1}, rnd.ranges, "uniform over [0, interval]")
+		assert.Equal(t, []int64{int64(defaultInitialInterval) + 1}, rnd.ranges, "uniform over [0, interval]")
 		if top {
-			assert.Equal(t, DefaultInitialInterval, d)
+			assert.Equal(t, defaultInitialInterval, d)
 		} else {
 			assert.Zero(t, d)
 		}
@@ -578,7 +578,7 @@ func TestRetryLoopReturnsTheLastResponse(t *testing.T) {
 		// Three waits of full jitter: at most 0.5 + 1 + 2 s.
 		assert.LessOrEqual(t, time.Since(start), 3500*time.Millisecond)
 		for i := 1; i < len(base.sent); i++ {
-			assert.LessOrEqual(t, base.sent[i].Sub(base.sent[i-1]), DefaultInitialInterval<<(i-1))
+			assert.LessOrEqual(t, base.sent[i].Sub(base.sent[i-1]), defaultInitialInterval<<(i-1))
 		}
 	})
 }
@@ -672,7 +672,7 @@ func BenchmarkRetrierFirstAttemptSucceeds(b *testing.B) {
 	req, err := http.NewRequest(http.MethodGet, "http://api.test/x", nil)
 	require.NoError(b, err)
 	resp := &http.Response{StatusCode: 200, Header: http.Header{}}
-	sig := Signal{Retryable: true}
+	sig := Signal{}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

@@ -101,14 +101,14 @@ type BreakerSettings struct {
 	OnStateChange func(key string, from, to BreakerState)
 }
 
-// Defaults of BreakerSettings.
+// Defaults of BreakerSettings, documented on its fields.
 const (
-	DefaultBreakerInterval     = 60 * time.Second
-	DefaultFailureRatio        = 0.5
-	DefaultBreakerMinRequests  = 10
-	DefaultConsecutiveFailures = 5
-	DefaultBreakerTimeout      = 30 * time.Second
-	DefaultBreakerMaxRequests  = 1
+	defaultBreakerInterval     = 60 * time.Second
+	defaultFailureRatio        = 0.5
+	defaultBreakerMinRequests  = 10
+	defaultConsecutiveFailures = 5
+	defaultBreakerTimeout      = 30 * time.Second
+	defaultBreakerMaxRequests  = 1
 )
 
 const breakerBuckets = 10
@@ -179,22 +179,22 @@ type stateChange struct{ from, to BreakerState }
 // newBreaker returns the breaker of key, closed.
 func newBreaker(key string, s BreakerSettings) *breaker {
 	if s.Interval <= 0 {
-		s.Interval = DefaultBreakerInterval
+		s.Interval = defaultBreakerInterval
 	}
 	if s.FailureRatio == 0 {
-		s.FailureRatio = DefaultFailureRatio
+		s.FailureRatio = defaultFailureRatio
 	}
 	if s.MinRequests <= 0 {
-		s.MinRequests = DefaultBreakerMinRequests
+		s.MinRequests = defaultBreakerMinRequests
 	}
 	if s.ConsecutiveFailures == 0 {
-		s.ConsecutiveFailures = DefaultConsecutiveFailures
+		s.ConsecutiveFailures = defaultConsecutiveFailures
 	}
 	if s.Timeout <= 0 {
-		s.Timeout = DefaultBreakerTimeout
+		s.Timeout = defaultBreakerTimeout
 	}
 	if s.MaxRequests <= 0 {
-		s.MaxRequests = DefaultBreakerMaxRequests
+		s.MaxRequests = defaultBreakerMaxRequests
 	}
 	b := &breaker{key: key, timeout: s.Timeout, hook: s.OnStateChange}
 	ratio, minReq, consec := s.FailureRatio, uint32(s.MinRequests), s.ConsecutiveFailures

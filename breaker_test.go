@@ -89,7 +89,7 @@ func TestBreakerOpensOnConsecutiveFailures(t *testing.T) {
 		assert.Equal(t, BreakerClosed, b.state())
 		assert.Zero(t, b.retryIn(time.Now()))
 		record(t, b, outcomeFailure) // the fifth in a row
-		ce := requireOpen(t, b, DefaultBreakerTimeout)
+		ce := requireOpen(t, b, defaultBreakerTimeout)
 		assert.Equal(t, "headway: circuit open, next probe in 30s", ce.Error())
 		assert.NotContains(t, ce.Error(), "api.test", "keys may hold credentials")
 
@@ -114,7 +114,7 @@ func TestBreakerOpensOnFailureRatio(t *testing.T) {
 		}
 		assert.Equal(t, BreakerClosed, b.state(), "4 of 9: below the ratio")
 		record(t, b, outcomeFailure)
-		requireOpen(t, b, DefaultBreakerTimeout) // 5 of 10
+		requireOpen(t, b, defaultBreakerTimeout) // 5 of 10
 	})
 	synctest.Test(t, func(t *testing.T) {
 		b := newBreaker("k", BreakerSettings{ConsecutiveFailures: -1, MinRequests: 10})
@@ -123,7 +123,7 @@ func TestBreakerOpensOnFailureRatio(t *testing.T) {
 		}
 		assert.Equal(t, BreakerClosed, b.state(), "9 failures in a row, but fewer than MinRequests")
 		record(t, b, outcomeFailure)
-		requireOpen(t, b, DefaultBreakerTimeout)
+		requireOpen(t, b, defaultBreakerTimeout)
 	})
 }
 

@@ -36,11 +36,11 @@ type BudgetOptions struct {
 	Disable bool
 }
 
-// Defaults of BudgetOptions.
+// Defaults of BudgetOptions, documented on its fields.
 const (
-	DefaultBudgetRatio        = 0.2
-	DefaultBudgetWindow       = 10 * time.Second
-	DefaultBudgetMinPerSecond = 3.0
+	defaultBudgetRatio        = 0.2
+	defaultBudgetWindow       = 10 * time.Second
+	defaultBudgetMinPerSecond = 3.0
 )
 
 const budgetBuckets = 10
@@ -72,14 +72,14 @@ func newRetryBudget(o BudgetOptions, now time.Time) *retryBudget {
 		return nil
 	}
 	if o.Ratio <= 0 {
-		o.Ratio = DefaultBudgetRatio
+		o.Ratio = defaultBudgetRatio
 	}
 	if o.Window <= 0 {
-		o.Window = DefaultBudgetWindow
+		o.Window = defaultBudgetWindow
 	}
 	switch {
 	case o.MinPerSecond == 0:
-		o.MinPerSecond = DefaultBudgetMinPerSecond
+		o.MinPerSecond = defaultBudgetMinPerSecond
 	case o.MinPerSecond < 0:
 		o.MinPerSecond = 0
 	}

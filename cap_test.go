@@ -27,7 +27,7 @@ func TestAServerWaitAboveTheCapFailsRequestsAtOnce(t *testing.T) {
 		}}
 		var pauses []PauseEvent
 		var buf syncBuffer
-		tr := New(rt, WithMaxRetryAfter(time.Minute),
+		tr := New(rt, WithMaxServerWait(time.Minute),
 			WithLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))),
 			WithHooks(Hooks{OnPause: func(e PauseEvent) { pauses = append(pauses, e) }}))
 		start := time.Now()

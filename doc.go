@@ -88,7 +88,7 @@
 // pause ends ([WithRetry]); a stated quota is spent, then waited for; bare
 // 429s slow a key without limits down, while a key with configured limits
 // goes back to them after a rare throttle's pause. Every wait a server
-// names is capped ([WithMaxRetryAfter]): a longer one holds the key for the
+// names is capped ([WithMaxServerWait]): a longer one holds the key for the
 // cap at most, and fails the key's requests at once with a [*WaitError]
 // while what is left of it is longer. [WithDialects] sets the dialects it
 // reads.

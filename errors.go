@@ -36,7 +36,7 @@ var (
 // A WaitError reports that a request failed without being sent because the
 // wait for its slot was longer than it was allowed to wait: the time left
 // before its context's deadline, QueueOptions.MaxWait, or, for a wait the
-// server named (Stated), the cap set by WithMaxRetryAfter.
+// server named (Stated), the cap set by WithMaxServerWait.
 //
 // It matches ErrWaitTooLong with errors.Is, and context.DeadlineExceeded
 // unless Stated, and reports Timeout() true like other net/http timeouts.
@@ -54,7 +54,7 @@ type WaitError struct {
 	NextProbe time.Time
 	// Stated reports that Wait was named by the server (Retry-After, or
 	// the reset of an exhausted quota) and is longer than the cap set by
-	// WithMaxRetryAfter, which Allowed holds.
+	// WithMaxServerWait, which Allowed holds.
 	Stated bool
 }
 

@@ -25,11 +25,11 @@ func ExampleParseSignal() {
 		Body:   []byte(`{"message":"API rate limit exceeded for user ID 1."}`),
 		Now:    time.Date(2026, 3, 10, 11, 59, 0, 0, time.UTC),
 	})
-	fmt.Println("throttled:", sig.Throttled, "retryable:", sig.Retryable)
+	fmt.Println("throttled:", sig.Throttled, "permanent:", sig.Permanent)
 	fmt.Println("wait:", sig.Wait, sig.HasWait)
 	fmt.Println("remaining:", sig.Remaining, "of", sig.Limit, "in bucket", sig.Bucket)
 	// Output:
-	// throttled: true retryable: true
+	// throttled: true permanent: false
 	// wait: 15m0s true
 	// remaining: 0 of 5000 in bucket core
 }

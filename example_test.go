@@ -221,7 +221,7 @@ func ExampleTransport_RoundTrip() {
 	// back at once, as a response.
 	t := headway.New(api.Transport(),
 		headway.WithLimit(headway.PerMinute(60).WithBurst(3)),
-		headway.WithMaxRetryAfter(10*time.Second))
+		headway.WithMaxServerWait(10*time.Second))
 	client := &http.Client{Transport: t}
 
 	for range 3 {

@@ -208,3 +208,15 @@ func (t *Transport) queued() int64 {
 	}
 	return n
 }
+
+// hookCounts counts the throttled responses and the retries a Transport
+// reports through its hooks.
+type hookCounts struct{ throttled, retries atomic.Int64 }
+
+// option returns the WithHooks option that counts into c.
+func (c *hookCounts) option() Option {
+	return WithHooks(Hooks{
+		OnThrottle: func(ThrottleEvent) { c.throttled.Add(1) },
+		OnRetry:    func(RetryEvent) { c.retries.Add(1) },
+	})
+}

@@ -60,7 +60,7 @@ type PauseEvent struct {
 	Wait    time.Duration // how long from now nothing of the key leaves
 	Global  bool          // the pause holds every key of the request's host
 	// Stated is the wait the server named when it was above the cap of
-	// WithMaxRetryAfter, and Wait the cap; 0 otherwise.
+	// WithMaxServerWait, and Wait the cap; 0 otherwise.
 	Stated time.Duration
 }
 

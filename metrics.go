@@ -20,7 +20,7 @@ import (
 //	                          sent (handed to the base RoundTripper),
 //	                          throttled, retried, error (no response),
 //	                          wait_capped (the response named a wait above
-//	                          the cap of WithMaxRetryAfter), and
+//	                          the cap of WithMaxServerWait), and
 //	                          rejected (failed in headway, unsent) with a
 //	                          reason: queue_full, wait_too_long,
 //	                          circuit_open, cost, canceled or other

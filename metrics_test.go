@@ -169,7 +169,8 @@ func scriptedRun(t *testing.T, mp *metrictest.Provider, opts ...Option) (*Transp
 func TestMetricsOfAScriptedRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mp := metrictest.NewProvider()
-		tr, res := scriptedRun(t, mp, WithMeterProvider(mp))
+		var hc hookCounts
+		_, res := scriptedRun(t, mp, WithMeterProvider(mp), hc.option())
 		m := collectMetrics(t, mp)
 
 		throttled := res.rejected
@@ -201,8 +202,8 @@ func TestMetricsOfAScriptedRun(t *testing.T) {
 		if got := m.count("headway.requests", attrReason.String(reasonQueueFull)); got != 1 {
 			t.Errorf("queue_full %d, want 1", got)
 		}
-		if st := tr.Stats(); st.Throttled != throttled || st.Retries != throttled {
-			t.Errorf("Stats %+v, want %d throttled and retried", st, throttled)
+		if th, re := hc.throttled.Load(), hc.retries.Load(); th != throttled || re != throttled {
+			t.Errorf("hooks saw %d throttled and %d retried, want %d of each", th, re, throttled)
 		}
 		if got := m.count("headway.pauses", attrScope.String("key")); got != throttled {
 			t.Errorf("pauses %d, want %d", got, throttled)

@@ -38,7 +38,7 @@ type config struct {
 }
 
 func defaultConfig() config {
-	return config{keyFunc: KeyByHost, maxRetryAfter: DefaultMaxWait}
+	return config{keyFunc: KeyByHost, maxRetryAfter: defaultMaxWait}
 }
 
 // WithRetry sets how failed and throttled requests are sent again. By
@@ -59,7 +59,7 @@ func WithBreaker(s BreakerSettings) Option {
 	return optionFunc(func(c *config) { c.breaker = &s })
 }
 
-// WithMaxRetryAfter caps the waits a server names (Retry-After, or the
+// WithMaxServerWait caps the waits a server names (Retry-After, or the
 // reset of an exhausted quota). A throttled response that names a longer
 // wait goes back to the caller at once, unretried. Such a wait holds its
 // key for the cap at most, is logged at Warn and counted (the outcome
@@ -67,8 +67,8 @@ func WithBreaker(s BreakerSettings) Option {
 // while what is left of it is longer than the cap, a request on the key
 // fails at once, unsent, with a *WaitError whose Stated is true and whose
 // Wait is what is left; then the key waits out the rest. The default is
-// DefaultMaxWait, 10 minutes; a zero or negative d keeps the default.
-func WithMaxRetryAfter(d time.Duration) Option {
+// 10 minutes; a zero or negative d keeps the default.
+func WithMaxServerWait(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
 			c.maxRetryAfter = d

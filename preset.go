@@ -164,8 +164,7 @@ func keyByToken(names ...string) KeyFunc {
 // GitHub Enterprise Server, use GitHubEnterprise.
 //
 // Source: docs.github.com, "Rate limits for the REST API" and "REST API
-// endpoints for search", as published in 2025 and read again for this
-// release (2026-11).
+// endpoints for search", as published in 2025.
 func GitHub() Preset {
 	return Preset{
 		Name:   "github",

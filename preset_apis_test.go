@@ -363,7 +363,7 @@ func TestSignalsOfFakeProviders(t *testing.T) {
 					}
 					assert.Equal(t, c.status, resp.StatusCode)
 					assert.True(t, sig.Throttled, "%+v", sig)
-					assert.True(t, sig.Retryable)
+					assert.False(t, sig.Permanent)
 					assert.Empty(t, sig.Bucket, "only a rejection names it: not a bucket")
 					if c.dialect.Reject(http.Header{}, fakeserver.State{RetryAfter: 20 * time.Second, Limit: 3, Window: time.Minute}).Wait > 0 {
 						assert.True(t, sig.HasWait && sig.RetryAfter, "a stated delay: %+v", sig)

@@ -14,7 +14,7 @@ import (
 type QueueOptions struct {
 	// MaxLen is the most requests that may wait on one key. A request that
 	// finds the queue full fails at once with ErrQueueFull. Zero means
-	// DefaultQueueLen; a negative value means no queue at all: a request
+	// 1024; a negative value means no queue at all: a request
 	// that cannot leave at once fails with ErrQueueFull.
 	MaxLen int
 	// MaxWait is the longest a request may wait for its slot. A request
@@ -24,9 +24,9 @@ type QueueOptions struct {
 	MaxWait time.Duration
 }
 
-// DefaultQueueLen is the per-key queue bound used when QueueOptions.MaxLen
+// defaultQueueLen is the per-key queue bound used when QueueOptions.MaxLen
 // is zero.
-const DefaultQueueLen = 1024
+const defaultQueueLen = 1024
 
 // waiter is a request waiting in its key's queue. The fields below ready are
 // guarded by the key's mutex.
@@ -129,7 +129,7 @@ type keyState struct {
 	evicted  bool  // removed from the key table; look the key up again
 
 	// statedUntil is the end of the last wait a server named that was
-	// longer than the cap (WithMaxRetryAfter); 0 when none. The key is
+	// longer than the cap (WithMaxServerWait); 0 when none. The key is
 	// held for the cap at most; a request whose wait would be longer fails
 	// at once (see holdStated).
 	statedUntil int64
@@ -528,14 +528,14 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *Signal, 
 			w.ready <- struct{}{}
 		}
 	}
-	if sig.Throttled && sig.HasWait && !sig.HasRemaining && sig.Retryable && sig.Wait%time.Second != 0 {
+	if sig.Throttled && sig.HasWait && !sig.HasRemaining && !sig.Permanent && sig.Wait%time.Second != 0 {
 		// A wait in whole seconds ends up to a second after the boundary it
 		// rounds: only a finer one (a date on a skewed clock, Discord's
 		// retry_after) can say where windows end, and a date only once the
 		// server's clock is known well.
 		k.window.throttled(satAdd(now, int64(sig.Wait)), seq, k.sent)
 	}
-	if sig.Throttled && !sig.HasRemaining && !k.model.known && sig.Retryable && k.buckets == nil && !k.rareThrottle(now, seq) {
+	if sig.Throttled && !sig.HasRemaining && !k.model.known && !sig.Permanent && k.buckets == nil && !k.rareThrottle(now, seq) {
 		if !k.aimd.active {
 			k.aimd.ceiling = k.ceiling()
 			k.model.track() // the cuts to come measure what was sent

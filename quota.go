@@ -37,7 +37,7 @@ type SharedQuota interface {
 }
 
 // A SharedPauseChecker is a SharedQuota that can say whether a key is
-// paused now. A Transport that slept on a reservation for SharedRecheck or
+// paused now. A Transport that slept on a reservation for 10 ms or
 // longer asks it before the request leaves: a pause another process set
 // meanwhile then holds the requests that had reserved before it too, not
 // only those that reserve after it. A request found paused reserves again,
@@ -50,9 +50,9 @@ type SharedPauseChecker interface {
 	PausedFor(ctx context.Context, key string) (time.Duration, error)
 }
 
-// SharedRecheck is the shortest wait on a shared reservation after which a
+// sharedRecheck is the shortest wait on a shared reservation after which a
 // Transport asks a SharedPauseChecker again before the request leaves.
-const SharedRecheck = 10 * time.Millisecond
+const sharedRecheck = 10 * time.Millisecond
 
 // A SharedLearner is a SharedQuota that shares what one process learns from
 // a key's responses with every process, so that all of them act on what any
@@ -82,11 +82,11 @@ func WithSharedQuota(q SharedQuota) Option {
 }
 
 // reserveShared asks the shared quota, if any, when a request on k may
-// leave, and waits until then; after a wait of SharedRecheck or more, a
+// leave, and waits until then; after a wait of sharedRecheck or more, a
 // pause set meanwhile makes it reserve again (see SharedPauseChecker).
 // Only a slot the request can use is taken: one within its deadline, what
 // is left of QueueOptions.MaxWait since it queued, and the longest wait
-// the Transport sleeps on (WithMaxRetryAfter); it fails at once with a
+// the Transport sleeps on (WithMaxServerWait); it fails at once with a
 // WaitError when the shared wait is longer.
 func (t *Transport) reserveShared(ctx context.Context, key string, k *keyState, cost int64, queued time.Time) error {
 	q := t.cfg.shared
@@ -96,7 +96,7 @@ func (t *Transport) reserveShared(ctx context.Context, key string, k *keyState, 
 	within := func() time.Duration {
 		w := t.cfg.maxRetryAfter
 		if w <= 0 {
-			w = DefaultMaxWait
+			w = defaultMaxWait
 		}
 		if mw := t.cfg.queue.MaxWait; mw > 0 {
 			w = min(w, mw-time.Since(queued))
@@ -119,7 +119,7 @@ func (t *Transport) reserveShared(ctx context.Context, key string, k *keyState, 
 		if err := sleep(ctx, wait); err != nil {
 			return err
 		}
-		if pc == nil || wait < SharedRecheck {
+		if pc == nil || wait < sharedRecheck {
 			return nil
 		}
 		if p, err := pc.PausedFor(ctx, key); err != nil || p <= 0 {

@@ -146,7 +146,7 @@ func TestASharedSlotIsTakenOnlyWithinTheDeadline(t *testing.T) {
 		assert.Equal(t, 600*time.Millisecond, we.Allowed)
 		assert.Equal(t, next, q.next["api.test"], "a slot MaxWait cannot use was spent")
 
-		c := New(stub, WithSharedQuota(q), WithLimit(PerSecond(100)), WithMaxRetryAfter(900*time.Millisecond))
+		c := New(stub, WithSharedQuota(q), WithLimit(PerSecond(100)), WithMaxServerWait(900*time.Millisecond))
 		_, err = c.RoundTrip(mustReq(t, "http://api.test/"))
 		require.ErrorAs(t, err, &we)
 		assert.Equal(t, 900*time.Millisecond, we.Allowed)

@@ -7,7 +7,7 @@ import (
 
 func TestIETFShapes(t *testing.T) {
 	const s = time.Second
-	ok := func(sig Signal) Signal { sig.Retryable = true; return sig }
+	ok := func(sig Signal) Signal { return sig } // a signal that may be retried: not Permanent
 	runCases(t, nil, []signalCase{
 		{name: "field split across lines", status: 429,
 			headers: [][2]string{dateNow, {"RateLimit", `"a";r=10;t=30`}, {"RateLimit", `"b";r=0;t=120`}},

@@ -7,7 +7,7 @@ import (
 
 func TestVendorShapes(t *testing.T) {
 	const s = time.Second
-	ok := func(sig Signal) Signal { sig.Retryable = true; return sig }
+	ok := func(sig Signal) Signal { return sig } // a signal that may be retried: not Permanent
 	runCases(t, nil, []signalCase{
 		{name: "Twitter/X x-rate-limit-*", status: 429,
 			headers: [][2]string{dateNow, {"x-rate-limit-limit", "900"}, {"x-rate-limit-remaining", "0"}, {"x-rate-limit-reset", "1773144300"}},
@@ -19,7 +19,7 @@ func TestVendorShapes(t *testing.T) {
 		{name: "Stripe 429 without headers", status: 429, headers: [][2]string{dateNow, {"Request-Id", "req_123"}},
 			want: ok(Signal{Throttled: true})},
 		{name: "Stripe-Should-Retry false", status: 429, headers: [][2]string{{"Stripe-Should-Retry", "false"}},
-			want: Signal{Throttled: true}},
+			want: Signal{Throttled: true, Permanent: true}},
 		{name: "Zendesk", status: 200,
 			headers: [][2]string{{"X-Rate-Limit", "700"}, {"X-Rate-Limit-Remaining", "699"}, {"ratelimit-limit", "700"}, {"ratelimit-remaining", "699"},
 				{"ratelimit-reset", "41"}, {"zendesk-ratelimit-tickets-index", "total=100; remaining=99; resets=41"}},
@@ -47,7 +47,7 @@ func TestVendorShapes(t *testing.T) {
 			want: ok(Signal{Throttled: true})},
 		{name: "OpenAI billing hard limit", status: 429,
 			body: `{"error":{"message":"Billing hard limit has been reached","type":"invalid_request_error","code":"billing_hard_limit_reached"}}`,
-			want: Signal{Throttled: true}},
+			want: Signal{Throttled: true, Permanent: true}},
 		{name: "insufficient_quota only in a message is still a rate limit", status: 429,
 			body: `{"error":{"message":"see \"code\":\"insufficient_quota\" docs","code":"rate_limit_exceeded"}}`,
 			want: ok(Signal{Throttled: true})},

@@ -10,9 +10,9 @@ import (
 
 func TestRetryAfterShapes(t *testing.T) {
 	thr := func(d time.Duration) Signal {
-		return Signal{Throttled: true, Retryable: true, Wait: d, HasWait: true, RetryAfter: true}
+		return Signal{Throttled: true, Wait: d, HasWait: true, RetryAfter: true}
 	}
-	noWait := Signal{Throttled: true, Retryable: true}
+	noWait := Signal{Throttled: true}
 	runCases(t, nil, []signalCase{
 		{name: "RFC 850 date", status: 429, headers: [][2]string{dateNow, {"Retry-After", "Tuesday, 10-Mar-26 12:01:00 GMT"}}, want: thr(time.Minute)},
 		{name: "RFC 850 in another zone", status: 429, headers: [][2]string{dateNow, {"Retry-After", "Tuesday, 10-Mar-26 12:01:00 PST"}}, want: noWait},
@@ -34,9 +34,9 @@ func TestRetryAfterShapes(t *testing.T) {
 		{name: "ms above Retry-After: take it", status: 429, headers: [][2]string{{"Retry-After", "1"}, {"Retry-After-Ms", "5000"}}, want: thr(5 * time.Second)},
 		{name: "bad ms ignored", status: 429, headers: [][2]string{{"Retry-After", "3"}, {"Retry-After-Ms", "-1"}}, want: thr(3 * time.Second)},
 		{name: "non-canonical key", status: 429, headers: [][2]string{{"retry-after", "7"}}, want: thr(7 * time.Second)},
-		{name: "200 ignores Retry-After", status: 200, headers: [][2]string{{"Retry-After", "7"}}, want: Signal{Retryable: true}},
-		{name: "202 polling hint is not a rate limit", status: 202, headers: [][2]string{{"Retry-After", "10"}}, want: Signal{Retryable: true}},
-		{name: "500 is not a rate limit", status: 500, headers: [][2]string{{"Retry-After", "10"}}, want: Signal{Retryable: true}},
+		{name: "200 ignores Retry-After", status: 200, headers: [][2]string{{"Retry-After", "7"}}, want: Signal{}},
+		{name: "202 polling hint is not a rate limit", status: 202, headers: [][2]string{{"Retry-After", "10"}}, want: Signal{}},
+		{name: "500 is not a rate limit", status: 500, headers: [][2]string{{"Retry-After", "10"}}, want: Signal{}},
 		{name: "403 with Retry-After is a limit", status: 403, headers: [][2]string{{"Retry-After", "10"}}, want: thr(10 * time.Second)},
 		{name: "bare 503 is an overload", status: 503, want: noWait},
 		{name: "cached 429 says nothing more", status: 429, headers: [][2]string{{"Age", "5"}, {"Retry-After", "10"}}, want: noWait},
@@ -45,11 +45,11 @@ func TestRetryAfterShapes(t *testing.T) {
 }
 
 func TestRetryAfterMaxWait(t *testing.T) {
-	runCases(t, &SignalParser{MaxWait: time.Minute}, []signalCase{
+	runCases(t, &SignalParser{MaxServerWait: time.Minute}, []signalCase{
 		{name: "over a custom cap", status: 429, headers: [][2]string{{"Retry-After", "120"}},
-			want: Signal{Throttled: true, Retryable: true, Wait: 2 * time.Minute, HasWait: true, RetryAfter: true, TooLong: true}},
+			want: Signal{Throttled: true, Wait: 2 * time.Minute, HasWait: true, RetryAfter: true, OverMaxServerWait: true}},
 		{name: "at the cap", status: 429, headers: [][2]string{{"Retry-After", "60"}},
-			want: Signal{Throttled: true, Retryable: true, Wait: time.Minute, HasWait: true, RetryAfter: true}},
+			want: Signal{Throttled: true, Wait: time.Minute, HasWait: true, RetryAfter: true}},
 	})
 }
 

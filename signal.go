@@ -8,9 +8,7 @@ import (
 
 // Signal is what one HTTP response said about rate limiting: whether it
 // rejected the request, how long to wait before the next request on the same
-// key, and what quota is left. The zero value says nothing at all, except that
-// Retryable is false: ParseSignal always sets Retryable, to true unless the
-// response names a rejection that waiting does not cure.
+// key, and what quota is left. The zero value says nothing at all.
 //
 // Durations are measured from the moment the response was received and are
 // never negative.
@@ -26,10 +24,11 @@ type Signal struct {
 	// carry a Wait.
 	Throttled bool
 
-	// Retryable is false when the rejection is not one that passes with time,
-	// such as a billing quota answered with a 429 ("insufficient_quota"):
-	// the request should not be retried at all.
-	Retryable bool
+	// Permanent reports a rejection that does not pass with time, such as a
+	// billing quota answered with a 429 ("insufficient_quota"): the request
+	// should not be retried at all. False, the zero value, leaves retrying
+	// to the status and the other fields.
+	Permanent bool
 
 	// Scope says whether a pause applies to the key only (ScopeKey, the
 	// default) or to every key of the host (ScopeGlobal).
@@ -51,14 +50,15 @@ type Signal struct {
 	// signal.
 	RetryAfter bool
 
-	// TooLong reports that the wait is too long to sleep on: the client
-	// should hand the response back at once. A stated delay (RetryAfter) is
-	// too long beyond the parser's MaxWait. A wait a throttled response
-	// derives from a quota's reset is the provider's window, not a suspect
-	// number, and is too long only beyond both MaxWait and an hour: GitHub's
-	// hourly window is slept through, a spent daily quota is not. Wait
-	// still holds the delay, saturated rather than overflowed.
-	TooLong bool
+	// OverMaxServerWait reports that the wait is longer than the parser's
+	// MaxServerWait: too long to sleep on, so the client should hand the
+	// response back at once. A stated delay (RetryAfter) is over beyond
+	// MaxServerWait. A wait a throttled response derives from a quota's reset
+	// is the provider's window, not a suspect number, and is over only beyond
+	// both MaxServerWait and an hour: GitHub's hourly window is slept through,
+	// a spent daily quota is not. Wait still holds the delay, saturated
+	// rather than overflowed.
+	OverMaxServerWait bool
 
 	// Remaining is the number of requests left in the tightest window the
 	// response described: an exhausted one if any, else the one with the
@@ -266,7 +266,7 @@ func (in *SignalInput) has(f family) bool { return in.fam&f != 0 }
 
 // Dialect reads one family of rate-limit fields. Parse inspects the input and
 // records what it finds in s, typically with s.AddQuota and s.AddRetryAfter,
-// or by setting s.Throttled, s.Retryable, s.Scope or s.Bucket. It must not
+// or by setting s.Throttled, s.Permanent, s.Scope or s.Bucket. It must not
 // keep in or s, and must tolerate any input without panicking.
 type Dialect interface {
 	Parse(in *SignalInput, s *Signal)
@@ -278,9 +278,9 @@ type DialectFunc func(in *SignalInput, s *Signal)
 // Parse calls f(in, s).
 func (f DialectFunc) Parse(in *SignalInput, s *Signal) { f(in, s) }
 
-// DefaultMaxWait is the longest stated delay a client sleeps on when a
-// SignalParser sets no MaxWait: a longer one sets Signal.TooLong.
-const DefaultMaxWait = 10 * time.Minute
+// defaultMaxWait is SignalParser.MaxServerWait's and WithMaxServerWait's
+// default.
+const defaultMaxWait = 10 * time.Minute
 
 // builtinDialects is the default ordered list; see DefaultDialects.
 var builtinDialects = []Dialect{
@@ -322,9 +322,10 @@ type SignalParser struct {
 	// response goes through the dialects, even one with no rate-limit field.
 	Dialects []Dialect
 
-	// MaxWait is the longest stated delay worth sleeping on; a longer one
-	// sets Signal.TooLong. Zero or a negative value means DefaultMaxWait.
-	MaxWait time.Duration
+	// MaxServerWait is the longest wait a server names that is worth
+	// sleeping on; a longer one sets Signal.OverMaxServerWait. Zero or a
+	// negative value means 10 minutes.
+	MaxServerWait time.Duration
 }
 
 // ParseSignal reads what a response said about rate limiting, with the
@@ -348,7 +349,7 @@ func ParseSignal(in *SignalInput) Signal {
 func (p *SignalParser) Parse(in *SignalInput) Signal {
 	fam := scanHeader(in.Header)
 	if !p.mayCarry(in.Status, fam) {
-		return Signal{Retryable: true}
+		return Signal{}
 	}
 	return p.parse(in, fam)
 }
@@ -364,13 +365,13 @@ func (p *SignalParser) mayCarry(status int, fam family) bool {
 // parse is the slow path of Parse, kept apart so that the fast path stays
 // small.
 func (p *SignalParser) parse(in *SignalInput, fam family) Signal {
-	dialects, maxWait := builtinDialects, DefaultMaxWait
+	dialects, maxWait := builtinDialects, defaultMaxWait
 	if p != nil {
 		if p.Dialects != nil {
 			dialects = p.Dialects
 		}
-		if p.MaxWait > 0 {
-			maxWait = p.MaxWait
+		if p.MaxServerWait > 0 {
+			maxWait = p.MaxServerWait
 		}
 	}
 
@@ -386,7 +387,7 @@ func (p *SignalParser) parse(in *SignalInput, fam family) Signal {
 	limitStatus := in.Status == http.StatusTooManyRequests || in.Status == http.StatusServiceUnavailable ||
 		in.Status == statusOverloaded
 	s := new(Signal)
-	s.Throttled, s.Retryable = limitStatus, true
+	s.Throttled = limitStatus
 	if fam&famAge != 0 && isStale(w.Header) {
 		return *s
 	}
@@ -415,14 +416,14 @@ func sanitize(s *Signal, maxWait time.Duration) {
 		s.Remaining, s.HasRemaining = 0, false
 	}
 	if s.RetryAfter {
-		s.TooLong = s.Wait > maxWait
+		s.OverMaxServerWait = s.Wait > maxWait
 	} else {
-		s.TooLong = s.HasWait && s.Throttled && s.Wait > max(maxWait, maxWindowWait)
+		s.OverMaxServerWait = s.HasWait && s.Throttled && s.Wait > max(maxWait, maxWindowWait)
 	}
 }
 
 // maxWindowWait is the longest wait derived from a quota's reset that a
-// throttled response may ask a client to sleep on, unless MaxWait is longer:
+// throttled response may ask a client to sleep on, unless MaxServerWait is longer:
 // an hour, the longest window commonly slept through (GitHub's).
 const maxWindowWait = time.Hour
 

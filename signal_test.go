@@ -76,8 +76,8 @@ func TestSignalVectors(t *testing.T) {
 			s := ParseSignal(v.input())
 			e := v.Expect
 			assert.Equal(t, e.Throttled, s.Throttled, "throttled")
-			assert.Equal(t, e.Retryable, s.Retryable, "retryable")
-			assert.Equal(t, e.TooLong, s.TooLong, "too_long")
+			assert.Equal(t, e.Retryable, !s.Permanent, "retryable")
+			assert.Equal(t, e.TooLong, s.OverMaxServerWait, "too_long")
 			scope := e.Scope
 			if scope == "" {
 				scope = "key"
@@ -128,11 +128,11 @@ func checkInvariants(t testing.TB, s Signal) {
 	if s.Wait < 0 || s.Reset < 0 || s.Period < 0 || s.Limit < 0 || s.Remaining < 0 {
 		t.Fatalf("negative field in %+v", s)
 	}
-	if !s.HasWait && (s.Wait != 0 || s.RetryAfter || s.TooLong) {
+	if !s.HasWait && (s.Wait != 0 || s.RetryAfter || s.OverMaxServerWait) {
 		t.Fatalf("wait set without HasWait: %+v", s)
 	}
-	if s.TooLong && (!s.HasWait || s.Wait <= 0 || !s.RetryAfter && !s.Throttled) {
-		t.Fatalf("TooLong without a long delay: %+v", s)
+	if s.OverMaxServerWait && (!s.HasWait || s.Wait <= 0 || !s.RetryAfter && !s.Throttled) {
+		t.Fatalf("OverMaxServerWait without a long delay: %+v", s)
 	}
 	if !s.HasRemaining && s.Remaining != 0 {
 		t.Fatalf("Remaining without HasRemaining: %+v", s)
@@ -144,7 +144,7 @@ func checkInvariants(t testing.TB, s Signal) {
 
 func TestSignalSaturates(t *testing.T) {
 	s := ParseSignal(&SignalInput{Status: 429, Header: http.Header{"Retry-After": {"99999999999999999999"}}})
-	assert.True(t, s.TooLong)
+	assert.True(t, s.OverMaxServerWait)
 	assert.Equal(t, time.Duration(math.MaxInt64), s.Wait)
 }
 
@@ -214,13 +214,13 @@ func TestCustomDialects(t *testing.T) {
 	p := &SignalParser{Dialects: append(DefaultDialects(), acme)}
 	runCases(t, p, []signalCase{
 		{name: "custom dialect runs", status: 200, headers: [][2]string{dateNow, {"X-Acme-Quota-Left", "0"}},
-			want: Signal{Retryable: true, Wait: time.Minute, HasWait: true, HasRemaining: true, Reset: time.Minute}},
+			want: Signal{Wait: time.Minute, HasWait: true, HasRemaining: true, Reset: time.Minute}},
 		{name: "with the built-ins", status: 200, headers: [][2]string{{"X-Acme-Quota-Left", "9"}, {"X-Ratelimit-Remaining", "3"}},
-			want: Signal{Retryable: true, Remaining: 3, HasRemaining: true}},
+			want: Signal{Remaining: 3, HasRemaining: true}},
 	})
 	runCases(t, &SignalParser{Dialects: []Dialect{}}, []signalCase{
 		{name: "no dialect: Retry-After still read", status: 429, headers: [][2]string{{"Retry-After", "3"}, {"X-Ratelimit-Remaining", "0"}},
-			want: Signal{Throttled: true, Retryable: true, Wait: 3 * time.Second, HasWait: true, RetryAfter: true}},
+			want: Signal{Throttled: true, Wait: 3 * time.Second, HasWait: true, RetryAfter: true}},
 	})
 	assert.Len(t, DefaultDialects(), len(builtinDialects))
 	for _, d := range DefaultDialects() {

@@ -30,7 +30,6 @@ type Transport struct {
 	keys   keyTable
 	hosts  hostTable
 	epoch  time.Time
-	stats  struct{ throttled, retries atomic.Int64 }
 
 	hostPauses atomic.Int64 // the end of the longest host pause, on the pacer's clock
 	obs        *observer    // nil without metrics, logger or hooks
@@ -48,7 +47,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		o.apply(&cfg)
 	}
 	if cfg.queue.MaxLen == 0 {
-		cfg.queue.MaxLen = DefaultQueueLen
+		cfg.queue.MaxLen = defaultQueueLen
 	}
 	for _, l := range cfg.limits {
 		mustValid(l)
@@ -64,7 +63,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		}
 	}
 	t := &Transport{base: base, cfg: cfg, epoch: time.Now()}
-	t.parser = SignalParser{Dialects: cfg.dialects, MaxWait: cfg.maxRetryAfter}
+	t.parser = SignalParser{Dialects: cfg.dialects, MaxServerWait: cfg.maxRetryAfter}
 	t.retry = newRetryPolicy(cfg.retry)
 	t.probe = newProbeSchedule(cfg.retry)
 	t.keys.seed = maphash.MakeSeed()
@@ -182,6 +181,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			last.Body.Close()
 			last = nil
 		}
+		if k.isProbe(dep.seq) {
+			// A probe goes on a connection of its own: the pooled ones may
+			// be dead, and net/http sends a request that meets a dead
+			// reused connection a second time, unasked.
+			out = out.Clone(out.Context())
+			out.Close = true
+		}
 		k.sending()
 		resp, err := t.base.RoundTrip(out)
 		if resp == nil && err == nil {
@@ -216,7 +222,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				return t.track(k, resp), nil // the common case: nothing to retry
 			}
 			if sig.Throttled {
-				t.stats.throttled.Add(1)
 				if o != nil {
 					o.throttled(ctx, req, key, attempt, resp, &sig, t.cfg.maxRetryAfter)
 				}
@@ -238,7 +243,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return t.track(k, resp), nil
 		}
-		t.stats.retries.Add(1)
 		if err == nil {
 			if last = buffer(resp, maxBufferedThrottle); last == nil {
 				drainAndClose(resp)
@@ -279,6 +283,11 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			if done, err = k.br.allow(time.Now()); err != nil {
 				return nil, departure{}, nil, err
 			}
+		}
+		if k.br != nil && k.br.hold && k.br.state() == BreakerOpen {
+			// Hold: the queue waits for the breaker's probe, and a request
+			// that cannot wait that long fails at once.
+			k.hold(t.pacerTime(k.br.retryAt()))
 		}
 		dep, err := k.acquire(ctx, cost, front, req.URL.Path)
 		switch {
@@ -352,7 +361,7 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, rou
 		if k.host.wantDates.Load() {
 			t.observeDate(k, dep, resp, t.now()) // until the offset is known well
 		}
-		sig := Signal{Retryable: true}
+		sig := Signal{}
 		hv := hostVerdict(resp, nil, ctx.Err(), &sig)
 		k.settle(dep, hv)
 		k.endProbe()
@@ -453,19 +462,6 @@ func (t *Transport) newKey(key string, req *http.Request) *keyState {
 	}
 	k.model.spread = t.cfg.spread
 	return k
-}
-
-// Stats returns counts of what t has done since it was made.
-func (t *Transport) Stats() Stats {
-	return Stats{Throttled: t.stats.throttled.Load(), Retries: t.stats.retries.Load()}
-}
-
-// Stats counts what a Transport did.
-type Stats struct {
-	// Throttled is the number of throttled responses received.
-	Throttled int64
-	// Retries is the number of requests sent again after a throttle.
-	Retries int64
 }
 
 // CloseIdleConnections closes the idle connections of the base

@@ -32,7 +32,7 @@
 // queue's MaxWait, the Transport's cap on waits) and, when the slot is
 // further off, spends nothing and says so, so that an overloaded fleet
 // does not push its shared schedule ahead with slots nobody uses. No wait
-// is longer than headway.DefaultMaxWait (10 minutes): a longer pause is
+// is longer than 10 minutes (the default of headway.WithMaxServerWait): a longer pause is
 // shortened to it.
 //
 // Every value read back from Redis is checked before it is used (a finite,

@@ -47,7 +47,7 @@ func (r *Redis) Learn(ctx context.Context, key string, sig headway.Signal) error
 		return ErrClosed
 	}
 	switch {
-	case sig.Limit > 0 && sig.Period > 0 && !sig.TooLong && sig.Limit <= maxPolicyLimit && sig.Period <= maxPolicyPeriod:
+	case sig.Limit > 0 && sig.Period > 0 && !sig.OverMaxServerWait && sig.Limit <= maxPolicyLimit && sig.Period <= maxPolicyPeriod:
 		return r.learnPolicy(ctx, r.state(key), sig.Limit, sig.Period)
 	case sig.HasRemaining && sig.Remaining == 0 && sig.HasWait && !sig.RetryAfter && sig.Wait > 0:
 		ks := r.state(key)

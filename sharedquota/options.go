@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/headway-go/headway"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -65,7 +64,7 @@ type config struct {
 	prefix        string
 	id            string
 	ttlMargin     time.Duration
-	maxWait       time.Duration // the cap on waits: headway.DefaultMaxWait
+	maxWait       time.Duration // the cap on waits: maxServerWait
 	salt          []byte
 	fallbackProcs int
 	mp            metric.MeterProvider // nil: no metrics
@@ -81,7 +80,7 @@ func defaultConfig() config {
 		leaseMaxAge:   100 * time.Millisecond,
 		prefix:        "headway",
 		ttlMargin:     time.Second,
-		maxWait:       headway.DefaultMaxWait,
+		maxWait:       maxServerWait,
 		fallbackProcs: 4,
 	}
 }
@@ -210,3 +209,7 @@ func defaultProcessID() string {
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
+
+// maxServerWait is the longest wait a quota schedules or a pause lasts: the
+// default of headway.WithMaxServerWait, 10 minutes.
+const maxServerWait = 10 * time.Minute

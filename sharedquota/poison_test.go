@@ -22,7 +22,7 @@ func TestPoisonedValues(t *testing.T) {
 	ctx := context.Background()
 	lim := headway.Every(time.Second).WithBurst(1) // field "1000000:1"
 	bad := []string{"9223372036854775807", "nan", "-nan", "inf", "-inf", "1e300", "-5", "abc", "", "0x7fffffffffffffff", "1e15"}
-	capWait := headway.DefaultMaxWait
+	capWait := maxServerWait
 	for _, field := range []string{"pause", "exp", "1000000:1", "li", "lb", "lu", "lt"} {
 		for _, v := range bad {
 			for _, limits := range [][]headway.Limit{{lim}, {lim, headway.PerSecond(1000)}, nil} {
@@ -112,7 +112,7 @@ func TestLongPausesAreCapped(t *testing.T) {
 	b := NewRedis(newClient(t, addr), WithPrefix(a.cfg.prefix))
 	defer b.Close()
 	ctx := context.Background()
-	capWait := headway.DefaultMaxWait
+	capWait := maxServerWait
 	for i, d := range []time.Duration{365 * 24 * time.Hour, math.MaxInt64, capWait + time.Second} {
 		key := "k" + strconv.Itoa(i)
 		if err := a.Pause(ctx, key, d); err != nil {

@@ -309,7 +309,7 @@ func (ks *keyState) shared(now, w, withinUs, pause int64) {
 // Redis, in Redis's clock, and in this process, so that Fallback honours it
 // too. It implements headway.SharedQuota.
 //
-// A pause is at most headway.DefaultMaxWait (10 minutes), the longest wait
+// A pause is at most 10 minutes (headway.WithMaxServerWait's default), the longest wait
 // a quota schedules: a longer d, such as a year-long Retry-After, pauses
 // every process for that long only, and is logged at Warn.
 func (r *Redis) Pause(ctx context.Context, key string, d time.Duration) error {

@@ -212,7 +212,16 @@ func run(ctx context.Context, cfg config, progressOut io.Writer) (summary, error
 	limit := headway.PerSecond(cfg.rate).WithBurst(clientBurst(cfg.burst))
 	httpTransport := http.DefaultTransport.(*http.Transport).Clone()
 	httpTransport.MaxIdleConnsPerHost = cfg.workers
-	opts := []headway.Option{headway.WithLimit(limit)}
+	// The hooks count what the Transport did itself: every throttled
+	// response, retried or not, and the requests it sent again.
+	var throttled, hwRetries atomic.Int64
+	opts := []headway.Option{
+		headway.WithLimit(limit),
+		headway.WithHooks(headway.Hooks{
+			OnThrottle: func(headway.ThrottleEvent) { throttled.Add(1) },
+			OnRetry:    func(headway.RetryEvent) { hwRetries.Add(1) },
+		}),
+	}
 	if cfg.mp != nil {
 		opts = append(opts, headway.WithMeterProvider(cfg.mp))
 	}
@@ -302,8 +311,8 @@ feed:
 		Interrupted:  ctx.Err() != nil,
 		Elapsed:      time.Since(start),
 		Limit:        cfg.rate,
-		TooMany:      hw.Stats().Throttled, // every throttled response, retried or not
-		Retries:      retries.Load() + hw.Stats().Retries,
+		TooMany:      throttled.Load(), // every throttled response, retried or not
+		Retries:      retries.Load() + hwRetries.Load(),
 	}
 	// The rate after the initial burst: the requests after the burst over
 	// the time between the first and the last response.
