@@ -371,14 +371,18 @@ func isIdempotent(req *http.Request) bool {
 }
 
 // retryableError reports whether a transport error may pass with time: a
-// broken or refused connection, an unexpected EOF, a timeout. The end of a
-// context is the caller's doing, a certificate or an unknown host will not
-// change, and headway's own refusals are final.
+// broken or refused connection, an unexpected EOF, a timeout. A
+// cancellation is the caller's doing, a certificate or an unknown host will
+// not change, and headway's own refusals are final.
+//
+// A context.DeadlineExceeded is a timeout of the transport, such as
+// net/http's ResponseHeaderTimeout, whose error matches it: the callers
+// ask first whether the request's own context ended.
 func retryableError(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+	if errors.Is(err, context.Canceled) ||
 		errors.Is(err, ErrQueueFull) || errors.Is(err, ErrCostTooLarge) ||
 		errors.Is(err, ErrInvalidCost) || errors.Is(err, ErrCircuitOpen) ||
 		errors.Is(err, errNotReplayable) {

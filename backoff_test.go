@@ -87,7 +87,7 @@ func TestRetryDecisionTable(t *testing.T) {
 		{name: "GET EOF", method: "GET", err: errEOF, want: retryGo},
 		{name: "PUT EOF", method: "PUT", err: io.EOF, want: retryGo},
 		{name: "GET canceled", method: "GET", err: context.Canceled, want: stopError},
-		{name: "GET deadline", method: "GET", err: fmt.Errorf("x: %w", context.DeadlineExceeded), want: stopError},
+		{name: "GET timeout of the transport", method: "GET", err: fmt.Errorf("x: %w", context.DeadlineExceeded), want: retryGo},
 
 		// Non-idempotent methods: only when the server did not act.
 		{name: "POST 429", method: "POST", status: 429, want: retryGo},

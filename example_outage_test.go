@@ -45,7 +45,10 @@ func ExampleBreakerSettings_hold() {
 			ok++
 		})
 	}
-	time.Sleep(50 * time.Millisecond) // the host is down and known to be
+	for api.Stats().Outage == 0 {
+		time.Sleep(time.Millisecond) // until the first request met the outage
+	}
+	time.Sleep(10 * time.Millisecond)
 
 	// A request with 1ms to live cannot wait for the next probe.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)

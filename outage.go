@@ -288,6 +288,16 @@ func (k *keyState) hold(until int64) {
 // hold mode is offered to it again.
 const holdRecheck = 5 * time.Millisecond
 
+// isProbe reports whether departure seq is the probe of k's host.
+func (k *keyState) isProbe(seq uint64) bool {
+	if !k.out.isDown.Load() {
+		return false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.out.probing && k.out.probe == seq
+}
+
 // isDown reports whether k's host is down.
 func (k *keyState) isDown() bool { return k.out.isDown.Load() }
 

@@ -181,6 +181,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			last.Body.Close()
 			last = nil
 		}
+		if k.isProbe(dep.seq) {
+			// A probe goes on a connection of its own: the pooled ones may
+			// be dead, and net/http sends a request that meets a dead
+			// reused connection a second time, unasked.
+			out = out.Clone(out.Context())
+			out.Close = true
+		}
 		k.sending()
 		resp, err := t.base.RoundTrip(out)
 		if resp == nil && err == nil {
@@ -276,6 +283,11 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			if done, err = k.br.allow(time.Now()); err != nil {
 				return nil, departure{}, nil, err
 			}
+		}
+		if k.br != nil && k.br.hold && k.br.state() == BreakerOpen {
+			// Hold: the queue waits for the breaker's probe, and a request
+			// that cannot wait that long fails at once.
+			k.hold(t.pacerTime(k.br.retryAt()))
 		}
 		dep, err := k.acquire(ctx, cost, front, req.URL.Path)
 		switch {
@@ -376,11 +388,7 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, rou
 		return sig, hv
 	}
 	now := t.now()
-	if v := resp.Header["Date"]; len(v) > 0 {
-		if date, err := http.ParseTime(v[0]); err == nil && saneDate(date, t.wall(now)) {
-			k.host.observeDate(date, t.wall(dep.at), t.wall(now))
-		}
-	}
+	t.observeDate(k, dep, resp, now)
 	// A reset stated to the second (a delta in whole seconds, an epoch or a
 	// date) is known to a second only, whatever its fraction after the
 	// clock offset is taken off.
@@ -393,8 +401,8 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, rou
 // response to dep received at now.
 func (t *Transport) observeDate(k *keyState, dep departure, resp *http.Response, now int64) {
 	if v := resp.Header["Date"]; len(v) > 0 {
-		if date, err := http.ParseTime(v[0]); err == nil {
-			k.host.observeDate(date, t.wall(dep.at), t.wall(now))
+		if date, err := http.ParseTime(v[0]); err == nil && saneDate(date, t.wall(now)) {
+			k.host.observeDate(date, t.wall(dep.sent), t.wall(now))
 		}
 	}
 }

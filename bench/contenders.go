@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/failsafe-go/failsafe-go"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	"github.com/failsafe-go/failsafe-go/ratelimiter"
 	"github.com/hashicorp/go-retryablehttp"
@@ -76,10 +77,7 @@ var Contenders = []Contender{
 		How: "`failsafehttp.NewRoundTripper(base, failsafehttp.NewRetryPolicyBuilder().WithBackoff(time.Second, 30*time.Second).WithMaxRetries(3).Build())`, " +
 			"the configuration of its HTTP documentation: retries 429 and most 5xx, waiting for an integer Retry-After when there is one, else backing off. No pacing.",
 		New: func(base http.RoundTripper, _, _ int) *http.Client {
-			rp := failsafehttp.NewRetryPolicyBuilder().
-				WithBackoff(time.Second, 30*time.Second).
-				WithMaxRetries(3).
-				Build()
+			rp := failsafeRetry(3)
 			return &http.Client{Transport: failsafehttp.NewRoundTripper(base, rp)}
 		},
 	},
@@ -90,10 +88,7 @@ var Contenders = []Contender{
 			"the retry policy outermost, so that every attempt waits for a permit. The smooth limiter (one request every 1/rate s) is the one that never exceeds a bucket of the published rate; " +
 			"its bursty one admits the whole count at the start of each period, beyond the burst.",
 		New: func(base http.RoundTripper, r, _ int) *http.Client {
-			rp := failsafehttp.NewRetryPolicyBuilder().
-				WithBackoff(time.Second, 30*time.Second).
-				WithMaxRetries(3).
-				Build()
+			rp := failsafeRetry(3)
 			rl := ratelimiter.NewSmoothBuilder[*http.Response](uint(r), time.Second).
 				WithMaxWaitTime(time.Minute).
 				Build()
@@ -133,4 +128,13 @@ func (t *rateRetry) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, req.Context().Err()
 		}
 	}
+}
+
+// failsafeRetry is failsafe-go's retry policy as its HTTP documentation
+// configures it, with the given number of retries.
+func failsafeRetry(retries int) failsafe.Policy[*http.Response] {
+	return failsafehttp.NewRetryPolicyBuilder().
+		WithBackoff(time.Second, 30*time.Second).
+		WithMaxRetries(retries).
+		Build()
 }

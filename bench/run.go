@@ -93,39 +93,15 @@ func (r Result) Efficiency() float64 {
 // virtual time, or over a loopback connection for real time.
 func Run(c Contender, d DialectCase, s Scenario, srv *fakeserver.Server, base http.RoundTripper, url string) Result {
 	client := c.New(base, s.Rate, s.Burst)
-	var ok, failed atomic.Int64
-	var next atomic.Int64
-	var mu sync.Mutex
-	var last time.Time
 	start := time.Now()
-	var wg sync.WaitGroup
-	for range s.Workers {
-		wg.Go(func() {
-			for next.Add(1) <= int64(s.N) {
-				resp, err := client.Get(url)
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-				if err == nil && resp.StatusCode == http.StatusOK {
-					ok.Add(1)
-				} else {
-					failed.Add(1)
-				}
-				mu.Lock()
-				last = time.Now()
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	w := drive(client, url, s.N, s.Workers)
 	client.CloseIdleConnections()
 	st := srv.Stats()
 	return Result{
 		Dialect: d.Name, Contender: c.Name, Scenario: s,
-		Elapsed:   last.Sub(start),
-		OK:        int(ok.Load()),
-		Failed:    int(failed.Load()),
+		Elapsed:   w.last.Sub(start),
+		OK:        w.ok,
+		Failed:    w.failed,
 		Sent:      st.Total,
 		Throttled: st.Rejected,
 		Early:     st.Early,
@@ -148,4 +124,51 @@ func Table(results []Result) string {
 			d, r.Contender, r.Efficiency(), r.Elapsed.Seconds(), r.Throttled, r.Early, r.Failed, r.Sent, r.Peak)
 	}
 	return b.String()
+}
+
+// work is what the workers of drive did.
+type work struct {
+	ok, failed   int
+	last         time.Time // when the last answer came
+	firstFailure string    // why the first failed request failed
+}
+
+// drive sends n GETs of url through client from workers goroutines, each
+// one after the other, and counts what happened. A request the client hands
+// back failed is not sent again.
+func drive(client *http.Client, url string, n, workers int) work {
+	var (
+		next atomic.Int64
+		mu   sync.Mutex
+		w    work
+		wg   sync.WaitGroup
+	)
+	for range workers {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				resp, err := client.Get(url)
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				mu.Lock()
+				switch {
+				case err == nil && resp.StatusCode == http.StatusOK:
+					w.ok++
+				case w.firstFailure == "" && err != nil:
+					w.failed++
+					w.firstFailure = err.Error()
+				case w.firstFailure == "":
+					w.failed++
+					w.firstFailure = resp.Status
+				default:
+					w.failed++
+				}
+				w.last = time.Now()
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return w
 }

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -54,6 +55,11 @@ func TestTable(t *testing.T) {
 	t.Logf("the table took %v", took.Round(100*time.Millisecond))
 	if *write {
 		doc := Report(results, s, CurrentMachine(), took)
+		if old, err := os.ReadFile("../BENCHMARKS.md"); err == nil {
+			if sec := OutageSection(string(old)); sec != "" {
+				doc = strings.TrimRight(doc, "\n") + "\n\n" + sec // the outage rows are made apart
+			}
+		}
 		if err := os.WriteFile("../BENCHMARKS.md", []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package fakeserver_test
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -97,4 +98,20 @@ func ExampleServer_SetOutage() {
 	// 12:00:03 503
 	// 12:00:06 200
 	// outage: 2
+}
+
+// A host that resets every connection for a second: the in-memory
+// Transport returns ErrConnReset, as a real reset would surface, and the
+// requests that arrived during the outage are counted.
+func ExampleOutageShape() {
+	srv := fakeserver.New(fakeserver.Config{Faults: fakeserver.Faults{Outage: fakeserver.OutageReset}})
+	now := time.Now()
+	srv.SetOutage(now, now.Add(time.Second))
+	client := &http.Client{Transport: srv.Transport()}
+	_, err := client.Get("http://api.example/")
+	fmt.Println(errors.Is(err, fakeserver.ErrConnReset))
+	fmt.Println("outage:", srv.Stats().Outage)
+	// Output:
+	// true
+	// outage: 1
 }
