@@ -195,6 +195,7 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route st
 type departure struct {
 	seq    uint64
 	at     int64
+	sent   int64 // when it went: at, or later if the key let it go late
 	sub    *bucketModel
 	subSeq uint64
 }
@@ -232,7 +233,7 @@ func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 // for the pacer) and now (when it goes, for what the server will count).
 func (k *keyState) take(d, now, cost int64, route string) departure {
 	k.pacer.take(d, cost)
-	dep := departure{seq: k.sent + 1, at: d}
+	dep := departure{seq: k.sent + 1, at: d, sent: max(d, now)}
 	if m, b := k.modelFor(route); b != nil {
 		b.sent++
 		dep.sub, dep.subSeq = b, b.sent
@@ -530,7 +531,8 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *Signal, 
 	if sig.Throttled && sig.HasWait && !sig.HasRemaining && !sig.Permanent && sig.Wait%time.Second != 0 {
 		// A wait in whole seconds ends up to a second after the boundary it
 		// rounds: only a finer one (a date on a skewed clock, Discord's
-		// retry_after) can say where windows end.
+		// retry_after) can say where windows end, and a date only once the
+		// server's clock is known well.
 		k.window.throttled(satAdd(now, int64(sig.Wait)), seq, k.sent)
 	}
 	if sig.Throttled && !sig.HasRemaining && !k.model.known && !sig.Permanent && k.buckets == nil && !k.rareThrottle(now, seq) {

@@ -388,11 +388,7 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, rou
 		return sig, hv
 	}
 	now := t.now()
-	if v := resp.Header["Date"]; len(v) > 0 {
-		if date, err := http.ParseTime(v[0]); err == nil && saneDate(date, t.wall(now)) {
-			k.host.observeDate(date, t.wall(dep.at), t.wall(now))
-		}
-	}
+	t.observeDate(k, dep, resp, now)
 	// A reset stated to the second (a delta in whole seconds, an epoch or a
 	// date) is known to a second only, whatever its fraction after the
 	// clock offset is taken off.
@@ -405,8 +401,8 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, rou
 // response to dep received at now.
 func (t *Transport) observeDate(k *keyState, dep departure, resp *http.Response, now int64) {
 	if v := resp.Header["Date"]; len(v) > 0 {
-		if date, err := http.ParseTime(v[0]); err == nil {
-			k.host.observeDate(date, t.wall(dep.at), t.wall(now))
+		if date, err := http.ParseTime(v[0]); err == nil && saneDate(date, t.wall(now)) {
+			k.host.observeDate(date, t.wall(dep.sent), t.wall(now))
 		}
 	}
 }
