@@ -361,6 +361,7 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, rou
 		hv := hostVerdict(resp, nil, ctx.Err(), &sig)
 		k.settle(dep, hv)
 		k.endProbe()
+		k.answered(dep)
 		return sig, hv
 	}
 	in := SignalInput{Status: resp.StatusCode, Header: resp.Header}
@@ -381,6 +382,7 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, rou
 	k.settle(dep, hv)
 	if !sig.Throttled && !sig.HasWait && !sig.HasRemaining && sig.Limit == 0 {
 		k.endProbe()
+		k.answered(dep)
 		return sig, hv
 	}
 	now := t.now()
