@@ -604,6 +604,12 @@ func (a *aimd) throttled(now int64, seq, sent uint64, n, span float64, ok, after
 			n = max(n-a.burst, 1)
 		}
 		measured = min(a.at(now), n/span)
+		// What went through since the last cut, over the time since,
+		// bounds the rate from below: a window's quota after its boundary
+		// is no bucket's burst on top of a rate.
+		if cycle := float64(now-a.cutAt) / 1e9; seq > a.cutSeq && cycle > 0 {
+			measured = max(measured, min(a.at(now), float64(seq-a.cutSeq-1)/cycle))
+		}
 	default:
 		measured = a.at(now)
 	}

@@ -96,7 +96,7 @@ func (l *waitList) remove(w *waiter) {
 // while the head of the queue waits for the pacer, wakes the queue; no
 // goroutine waits on a request's behalf.
 type keyState struct {
-	t        *Transport
+	env      *keyEnv
 	lims     []Limit
 	host     *hostState
 	hostName string
@@ -146,7 +146,7 @@ type keyState struct {
 // the front of the queue, ahead of new work. errEvicted asks the caller to
 // look the key up again.
 func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route string) (departure, error) {
-	now := k.t.now()
+	now := k.env.now()
 	k.mu.Lock()
 	if k.evicted {
 		k.mu.Unlock()
@@ -195,6 +195,7 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route st
 type departure struct {
 	seq    uint64
 	at     int64
+	sent   int64 // when it went: at, or later if the key let it go late
 	sub    *bucketModel
 	subSeq uint64
 }
@@ -205,7 +206,7 @@ type departure struct {
 // pace learned from bare throttles.
 func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 	d := k.pacer.earliest(now, n, cost)
-	if now < k.t.hostPauses.Load() {
+	if now < k.env.hostPauses.Load() {
 		d = max(d, k.host.pauseUntil.Load()) // some host is paused: maybe this one
 	}
 	if k.probing.Load() && k.sent > 0 {
@@ -232,7 +233,7 @@ func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 // for the pacer) and now (when it goes, for what the server will count).
 func (k *keyState) take(d, now, cost int64, route string) departure {
 	k.pacer.take(d, cost)
-	dep := departure{seq: k.sent + 1, at: d}
+	dep := departure{seq: k.sent + 1, at: d, sent: max(d, now)}
 	if m, b := k.modelFor(route); b != nil {
 		b.sent++
 		dep.sub, dep.subSeq = b, b.sent
@@ -266,7 +267,7 @@ func (k *keyState) seen() { k.unseen.Add(-1) }
 // and the wait already known to be needed fits both MaxWait and the
 // context's deadline.
 func (k *keyState) admissible(ctx context.Context, now, cost int64, front bool, route string) error {
-	opts := k.t.cfg.queue
+	opts := k.env.cfg.queue
 	if !front && (opts.MaxLen < 0 || k.queue.n >= int64(opts.MaxLen)) {
 		return ErrQueueFull
 	}
@@ -279,7 +280,7 @@ func (k *keyState) admissible(ctx context.Context, now, cost int64, front bool, 
 	if opts.MaxWait > 0 && wait > opts.MaxWait {
 		err = &WaitError{Wait: wait, Allowed: opts.MaxWait}
 	} else if dl, ok := ctx.Deadline(); ok {
-		if left := dl.Sub(k.t.clock()); wait > left {
+		if left := dl.Sub(k.env.clock()); wait > left {
 			err = &WaitError{Wait: wait, Allowed: max(left, 0)}
 		}
 	}
@@ -287,7 +288,7 @@ func (k *keyState) admissible(ctx context.Context, now, cost int64, front bool, 
 		return nil
 	}
 	if next, ok := k.nextProbe(); ok && next >= now+int64(wait) {
-		err.NextProbe = k.t.wall(next) // the host is down: the wait is for its probe
+		err.NextProbe = k.env.wall(next) // the host is down: the wait is for its probe
 	}
 	return err
 }
@@ -295,7 +296,7 @@ func (k *keyState) admissible(ctx context.Context, now, cost int64, front bool, 
 // wait blocks until w is admitted, its context ends or MaxWait passes.
 func (k *keyState) wait(ctx context.Context, w *waiter) error {
 	var expire <-chan time.Time
-	if mw := k.t.cfg.queue.MaxWait; mw > 0 {
+	if mw := k.env.cfg.queue.MaxWait; mw > 0 {
 		tm := time.NewTimer(mw)
 		defer tm.Stop()
 		expire = tm.C
@@ -308,7 +309,7 @@ func (k *keyState) wait(ctx context.Context, w *waiter) error {
 		return ctx.Err()
 	case <-expire:
 		k.abandon(w)
-		mw := k.t.cfg.queue.MaxWait
+		mw := k.env.cfg.queue.MaxWait
 		return &WaitError{Wait: mw, Allowed: mw}
 	}
 }
@@ -316,7 +317,7 @@ func (k *keyState) wait(ctx context.Context, w *waiter) error {
 // abandon takes w out of the queue, or, if it was admitted meanwhile, gives
 // back what it took, and lets the requests behind it move up.
 func (k *keyState) abandon(w *waiter) {
-	now := k.t.now()
+	now := k.env.now()
 	k.mu.Lock()
 	if w.admitted {
 		k.pacer.giveBack(now, w.cost)
@@ -333,10 +334,10 @@ func (k *keyState) abandon(w *waiter) {
 
 // release gives back the in-flight slot a request held.
 func (k *keyState) release() {
-	if k.t.cfg.maxInFlight <= 0 {
+	if k.env.cfg.maxInFlight <= 0 {
 		return
 	}
-	now := k.t.now()
+	now := k.env.now()
 	k.mu.Lock()
 	k.releaseLocked(now)
 	k.dispatch(now)
@@ -346,13 +347,13 @@ func (k *keyState) release() {
 // occupy and releaseLocked count the requests in flight, when a bound on
 // them asks for it.
 func (k *keyState) occupy() {
-	if k.t.cfg.maxInFlight > 0 {
+	if k.env.cfg.maxInFlight > 0 {
 		k.inflight++
 	}
 }
 
 func (k *keyState) releaseLocked(now int64) {
-	m := k.t.cfg.maxInFlight
+	m := k.env.cfg.maxInFlight
 	if m <= 0 {
 		return
 	}
@@ -363,7 +364,7 @@ func (k *keyState) releaseLocked(now int64) {
 }
 
 func (k *keyState) hasSlot() bool {
-	m := k.t.cfg.maxInFlight
+	m := k.env.cfg.maxInFlight
 	return m <= 0 || k.inflight < m
 }
 
@@ -424,7 +425,7 @@ func (k *keyState) disarm() {
 }
 
 func (k *keyState) onTimer() {
-	now := k.t.now()
+	now := k.env.now()
 	k.mu.Lock()
 	k.timerAt = 0
 	k.dispatch(now)
@@ -444,7 +445,7 @@ func (k *keyState) idle(now int64) bool {
 // fails at once with a *WaitError that names it; once it fits the cap, the
 // key is paused until its end.
 func (k *keyState) holdStated(now int64) error {
-	left, limit := time.Duration(k.statedUntil-now), k.t.cfg.maxRetryAfter
+	left, limit := time.Duration(k.statedUntil-now), k.env.cfg.maxRetryAfter
 	if left > limit {
 		return &WaitError{Wait: left, Allowed: limit, Stated: true}
 	}
@@ -457,11 +458,11 @@ func (k *keyState) holdStated(now int64) error {
 // end of MaxWait, whichever comes first; 0 for neither.
 func (k *keyState) deadline(ctx context.Context, now int64) int64 {
 	var d int64
-	if mw := k.t.cfg.queue.MaxWait; mw > 0 {
+	if mw := k.env.cfg.queue.MaxWait; mw > 0 {
 		d = satAdd(now, int64(mw))
 	}
 	if dl, ok := ctx.Deadline(); ok {
-		if c := max(int64(dl.Sub(k.t.epoch)), 1); d == 0 || c < d {
+		if c := max(int64(dl.Sub(k.env.epoch)), 1); d == 0 || c < d {
 			d = c
 		}
 	}
@@ -477,7 +478,7 @@ func (k *keyState) endProbe() {
 	if k.probing.Load() {
 		k.mu.Lock()
 		k.probing.Store(false)
-		k.dispatch(k.t.now())
+		k.dispatch(k.env.now())
 		k.mu.Unlock()
 	}
 }
@@ -493,13 +494,13 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *Signal, 
 	// A wait the server names holds the key for the cap at most: a longer
 	// one is remembered, and fails at once the requests it would hold
 	// longer (see holdStated).
-	limit := k.t.cfg.maxRetryAfter
+	limit := k.env.cfg.maxRetryAfter
 	wait := min(sig.Wait, limit)
 	if sig.Throttled && sig.HasWait {
 		until := satAdd(now, int64(wait))
 		if sig.Scope == ScopeGlobal {
 			k.host.pause(until)
-			k.t.hostPaused(until)
+			k.env.hostPaused(until)
 		} else {
 			k.pacer.pause(until)
 		}
@@ -530,7 +531,8 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *Signal, 
 	if sig.Throttled && sig.HasWait && !sig.HasRemaining && !sig.Permanent && sig.Wait%time.Second != 0 {
 		// A wait in whole seconds ends up to a second after the boundary it
 		// rounds: only a finer one (a date on a skewed clock, Discord's
-		// retry_after) can say where windows end.
+		// retry_after) can say where windows end, and a date only once the
+		// server's clock is known well.
 		k.window.throttled(satAdd(now, int64(sig.Wait)), seq, k.sent)
 	}
 	if sig.Throttled && !sig.HasRemaining && !k.model.known && !sig.Permanent && k.buckets == nil && !k.rareThrottle(now, seq) {

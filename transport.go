@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -22,17 +21,12 @@ import (
 // modifies the request it is given, and it closes the request's body on
 // every path, as http.RoundTripper requires.
 type Transport struct {
+	keyEnv // what its keys may see of it
 	base   http.RoundTripper
-	cfg    config
 	parser SignalParser
 	retry  *retryPolicy
-	probe  probeSchedule
 	keys   keyTable
-	hosts  hostTable
-	epoch  time.Time
-
-	hostPauses atomic.Int64 // the end of the longest host pause, on the pacer's clock
-	obs        *observer    // nil without metrics, logger or hooks
+	obs    *observer // nil without metrics, logger or hooks
 }
 
 // New returns a Transport that sends requests through base once their key's
@@ -62,7 +56,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 			mustValid(l)
 		}
 	}
-	t := &Transport{base: base, cfg: cfg, epoch: time.Now()}
+	t := &Transport{base: base, keyEnv: keyEnv{cfg: cfg, epoch: time.Now()}}
 	t.parser = SignalParser{Dialects: cfg.dialects, MaxServerWait: cfg.maxRetryAfter}
 	t.retry = newRetryPolicy(cfg.retry)
 	t.probe = newProbeSchedule(cfg.retry)
@@ -79,12 +73,13 @@ func mustValid(l Limit) {
 	}
 }
 
-// now returns the time on the pacer's clock: nanoseconds since t was made,
+// now returns the time on the pacer's clock: nanoseconds since the
+// Transport was made,
 // on the monotonic clock.
-func (t *Transport) now() int64 { return int64(time.Since(t.epoch)) }
+func (e *keyEnv) now() int64 { return int64(time.Since(e.epoch)) }
 
 // clock returns the wall clock, to compare with context deadlines.
-func (t *Transport) clock() time.Time { return time.Now() }
+func (e *keyEnv) clock() time.Time { return time.Now() }
 
 // RoundTrip waits until req's key may send it, then sends it through the
 // base RoundTripper, reads what the response says about the key's rate
@@ -388,11 +383,7 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, rou
 		return sig, hv
 	}
 	now := t.now()
-	if v := resp.Header["Date"]; len(v) > 0 {
-		if date, err := http.ParseTime(v[0]); err == nil && saneDate(date, t.wall(now)) {
-			k.host.observeDate(date, t.wall(dep.at), t.wall(now))
-		}
-	}
+	t.observeDate(k, dep, resp, now)
 	// A reset stated to the second (a delta in whole seconds, an epoch or a
 	// date) is known to a second only, whatever its fraction after the
 	// clock offset is taken off.
@@ -405,14 +396,14 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, rou
 // response to dep received at now.
 func (t *Transport) observeDate(k *keyState, dep departure, resp *http.Response, now int64) {
 	if v := resp.Header["Date"]; len(v) > 0 {
-		if date, err := http.ParseTime(v[0]); err == nil {
-			k.host.observeDate(date, t.wall(dep.at), t.wall(now))
+		if date, err := http.ParseTime(v[0]); err == nil && saneDate(date, t.wall(now)) {
+			k.host.observeDate(date, t.wall(dep.sent), t.wall(now))
 		}
 	}
 }
 
 // wall converts a time on the pacer's clock to the wall clock.
-func (t *Transport) wall(ns int64) time.Time { return t.epoch.Add(time.Duration(ns)) }
+func (e *keyEnv) wall(ns int64) time.Time { return e.epoch.Add(time.Duration(ns)) }
 
 // pacerTime converts a wall-clock time to the pacer's clock; the zero time
 // is now.
@@ -445,7 +436,7 @@ func (t *Transport) track(k *keyState, resp *http.Response) *http.Response {
 
 func (t *Transport) newKey(key string, req *http.Request) *keyState {
 	lims := t.cfg.limitsFor(req)
-	k := &keyState{t: t, lims: lims, hostName: req.URL.Host}
+	k := &keyState{env: &t.keyEnv, lims: lims, hostName: req.URL.Host}
 	k.pacer.init(lims)
 	k.host = t.hosts.get(k.hostName)
 	k.budget = t.retry.newBudget(t.epoch)
