@@ -152,6 +152,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if replay {
 				if r, err = t.retry.newRetrier(req, nil, time.Now()); err != nil {
 					done(outcomeExcluded)
+					k.settle(dep, hostUnknown)
 					k.release()
 					k.seen()
 					return nil, err // the body is closed
