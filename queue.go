@@ -434,10 +434,12 @@ func (k *keyState) onTimer() {
 
 // idle reports, under k.mu, whether k holds nothing that a new keyState
 // would not: no waiter, nothing in flight (with or without a bound on it),
-// nothing owed to the pacer, no pause, nothing being learned.
+// nothing owed to the pacer, no pause, nothing being learned, and no
+// breaker but a closed one.
 func (k *keyState) idle(now int64) bool {
 	return k.queue.head == nil && k.inflight == 0 && k.unseen.Load() == 0 && k.timerAt == 0 && k.pacer.idle(now) &&
-		k.model.idle(now) && k.aimd.idle(now) && k.window.idle() && k.host.pauseUntil.Load() <= now && k.statedUntil <= now && !k.out.down
+		k.model.idle(now) && k.aimd.idle(now) && k.window.idle() && k.host.pauseUntil.Load() <= now && k.statedUntil <= now && !k.out.down &&
+		(k.br == nil || BreakerState(k.br.lastState.Load()) == BreakerClosed)
 }
 
 // holdStated applies, under k.mu at now, a wait the server named that was
