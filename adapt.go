@@ -383,14 +383,6 @@ func rateBounds(cap, left float64, reset time.Duration, coarse bool) (lo, hi flo
 	return lo, hi
 }
 
-// resolution returns how far a stated reset may be from the truth.
-func (m *serverModel) resolution() int64 {
-	if m.coarse {
-		return int64(time.Second + 250*time.Millisecond)
-	}
-	return int64(time.Millisecond)
-}
-
 // answerResolution returns how far the reset of the answer being observed
 // may be from the truth: a second and what the clock offset and the flight
 // add, if it was stated to the second; else the jitter of the flight.
@@ -604,6 +596,12 @@ func (a *aimd) throttled(now int64, seq, sent uint64, n, span float64, ok, after
 			n = max(n-a.burst, 1)
 		}
 		measured = min(a.at(now), n/span)
+		// What went through since the last cut, over the time since,
+		// bounds the rate from below: a window's quota after its boundary
+		// is no bucket's burst on top of a rate.
+		if cycle := float64(now-a.cutAt) / 1e9; seq > a.cutSeq && cycle > 0 {
+			measured = max(measured, min(a.at(now), float64(seq-a.cutSeq-1)/cycle))
+		}
 	default:
 		measured = a.at(now)
 	}

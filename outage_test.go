@@ -471,10 +471,10 @@ func TestAHoldBreakerFailsAtOnceARequestThatCannotWait(t *testing.T) {
 func TestOverloadIsRetriedLike503(t *testing.T) {
 	// A POST is retried on a 529 that states its delay, after that delay.
 	base := &stepRT{steps: []step{{status: 529, kv: []string{"Retry-After", "2"}}, {status: 200}}}
-	p := newRetryPolicy(RetryOptions{})
 	synctest.Test(t, func(t *testing.T) {
+		tr := New(base)
 		start := time.Now()
-		resp, err := doRetries(base, p, nil, nil, mustPost(t))
+		resp, err := tr.RoundTrip(mustPost(t))
 		require.NoError(t, err)
 		drain(resp)
 		assert.Equal(t, 200, resp.StatusCode)

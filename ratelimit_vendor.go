@@ -14,9 +14,11 @@ import (
 //     RapidAPI, and countless others), X-Rate-Limit- (Okta, Twitter/X),
 //     X-App-Limit- and X-User-Limit- (X's 24-hour limits), X-ReadRateLimit-
 //     (Strava's read limits); and Zendesk's bare X-Rate-Limit;
-//   - fields Limit, Remaining, Reset, Reset-After (Discord's precise delta,
-//     preferred to Reset), Used or Usage (Strava: what is left is Limit
-//     minus Usage when Remaining is absent);
+//   - fields Limit, Remaining, Reset (also spelt Reset-At, ResetAt,
+//     Reset-Time, ResetTime), Reset-After (Discord's precise delta,
+//     preferred to Reset), Reset-Ms (a delta or an epoch in milliseconds),
+//     Used or Usage (Strava: what is left is Limit minus Usage when
+//     Remaining is absent);
 //   - kinds: none; Requests (OpenAI's X-RateLimit-Remaining-Requests,
 //     Linear's and RapidAPI's X-RateLimit-Requests-Remaining); a window,
 //     which states the period (Kong's -Minute, -Hour, ..., X's 24hour);
@@ -90,15 +92,23 @@ const (
 	xRemaining
 	xReset
 	xResetAfter
+	xResetMs
 	xUsed
 	xUsage
 )
 
+// xFieldNames are the fields' names, canonical, longest first where one
+// begins another.
 var xFieldNames = [...]struct {
 	name  string
 	field xField
 }{
 	{"Reset-After", xResetAfter},
+	{"Reset-At", xReset},
+	{"Reset-Time", xReset},
+	{"Reset-Ms", xResetMs},
+	{"Resetat", xReset},
+	{"Resettime", xReset},
 	{"Remaining", xRemaining},
 	{"Limit", xLimit},
 	{"Reset", xReset},
@@ -116,9 +126,6 @@ func splitXName(rest string) (kind string, f xField) {
 		case len(rest) > len(n.name)+1 && strings.HasSuffix(rest, n.name) && rest[len(rest)-len(n.name)-1] == '-':
 			return rest[:len(rest)-len(n.name)-1], n.field
 		case len(rest) > len(n.name)+1 && strings.HasPrefix(rest, n.name) && rest[len(n.name)] == '-':
-			if n.field == xReset && strings.HasPrefix(rest, "Reset-After-") {
-				return rest[len("Reset-After-"):], xResetAfter
-			}
 			return rest[len(n.name)+1:], n.field
 		}
 	}
@@ -127,9 +134,9 @@ func splitXName(rest string) (kind string, f xField) {
 
 // xGroup gathers the lines of one kind's fields.
 type xGroup struct {
-	kind                                      string
-	limit, remaining, reset, resetAfter, used []string
-	usage                                     bool // used came as Usage (Strava)
+	kind                                               string
+	limit, remaining, reset, resetAfter, resetMs, used []string
+	usage                                              bool // used came as Usage (Strava)
 }
 
 // maxXGroups bounds the kinds read from one response.
@@ -191,6 +198,8 @@ func (xRateLimitDialect) Parse(in *SignalInput, s *Signal) {
 			g.reset = addLines(g.reset, vs)
 		case xResetAfter:
 			g.resetAfter = addLines(g.resetAfter, vs)
+		case xResetMs:
+			g.resetMs = addLines(g.resetMs, vs)
 		case xUsed, xUsage:
 			g.used = addLines(g.used, vs)
 			g.usage = g.usage || f == xUsage
@@ -209,8 +218,11 @@ func (g *xGroup) add(in *SignalInput, s *Signal) {
 	rem := fieldItems(rb[:0], g.remaining)
 	used := fieldItems(ub[:0], g.used)
 	resets, parse := fieldItems(tb[:0], g.reset), parseReset
-	if len(g.resetAfter) > 0 {
+	switch {
+	case len(g.resetAfter) > 0:
 		resets, parse = fieldItems(tb[:0], g.resetAfter), func(v string, _ *SignalInput) (time.Duration, bool) { return parseSeconds(v) }
+	case len(g.resetMs) > 0:
+		resets, parse = fieldItems(tb[:0], g.resetMs), parseResetMillis
 	}
 	derived := false
 	if len(rem) == 0 && len(used) > 0 && len(used) == len(lim) {
@@ -264,6 +276,19 @@ func (g *xGroup) add(in *SignalInput, s *Signal) {
 		w.addReset(parse(v, in))
 	}
 	w.add(s, period, unit)
+}
+
+// parseResetMillis parses a reset stated in milliseconds: a delta below
+// 1e11 (three years), else an epoch in milliseconds.
+func parseResetMillis(v string, in *SignalInput) (time.Duration, bool) {
+	n, frac, ok := parseNumber(v)
+	switch {
+	case !ok:
+		return 0, false
+	case n < 100_000_000_000:
+		return toDuration(n, frac, time.Millisecond), true
+	}
+	return parseReset(v, in)
 }
 
 // stravaWindow returns the period and the reset of Strava's window i (of

@@ -89,6 +89,7 @@ var vendorFields = []string{
 	"X-Ratelimit-Requests-Remaining", "X-Ratelimit-Requests-Reset", "X-Ratelimit-Limit", "X-Ratelimit-Usage",
 	"X-App-Limit-24hour-Remaining", "X-App-Limit-24hour-Reset", "X-Readratelimit-Usage", "X-Ratelimit-Complexity-Remaining",
 	"Sforce-Limit-Info", "Stripe-Rate-Limited-Reason", "Ratelimit-Reason", "Ratelimit-Remaining", "Ratelimit-Reset",
+	"X-Ratelimit-Reset-At", "X-Ratelimit-Reset-Ms", "X-Ratelimit-Resettime",
 }
 
 func FuzzVendor(f *testing.F) {

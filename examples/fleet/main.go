@@ -5,6 +5,16 @@
 //
 //	go run ./examples/fleet
 //
+// Its flags play the other cases of a fleet: -requests sends a fixed
+// number of requests and reports the efficiency (the least time the API
+// allows over the time taken); -dialect picks the API's rate-limit headers
+// (ietf, bare, retry-after, github, ...); -no-limit configures no limit, so
+// that the workers pace by what the API says (and share what they learn);
+// -latency is the API's service time. Issue 10's case:
+//
+//	go run ./examples/fleet -workers 4 -goroutines 2 -requests 80 \
+//		-rate 20 -burst 10 -dialect ietf -latency 20ms [-no-limit]
+//
 // It uses the Redis at REDIS_ADDR if set; otherwise it starts its own
 // redis-server (which must be on PATH) on a free loopback port, and stops
 // it at the end. It starts the bundled fake API in-process (100 requests a
@@ -50,12 +60,17 @@ type config struct {
 	redis      string
 	prefix     string
 	start      int64 // Unix ns at which every worker begins
+	requests   int   // in all; 0: send for duration
+	dialect    string
+	latency    time.Duration
+	noLimit    bool
 }
 
 // result is what one worker reports on its stdout.
 type result struct {
 	OK, TooMany, Failed int64
 	Stats               sharedquota.Stats
+	Done                int64 // Unix ns of the last answer
 }
 
 func main() {
@@ -70,8 +85,15 @@ func main() {
 	flag.StringVar(&cfg.redis, "redis", "", "Redis address (set by the parent)")
 	flag.StringVar(&cfg.prefix, "prefix", "headway-fleet", "prefix of the Redis keys")
 	flag.Int64Var(&cfg.start, "start", 0, "Unix ns at which to begin (set by the parent)")
+	flag.IntVar(&cfg.requests, "requests", 0, "requests to send in all, then stop (0: send for -duration)")
+	flag.StringVar(&cfg.dialect, "dialect", "retry-after", "the API's rate-limit headers: bare, retry-after, ietf, ietf-06, github, openai, ...")
+	flag.DurationVar(&cfg.latency, "latency", 0, "the API's service time")
+	flag.BoolVar(&cfg.noLimit, "no-limit", false, "configure no limit: pace by what the API says")
 	flag.Parse()
 	log.SetFlags(0)
+	if cfg.workers < 1 || cfg.goroutines < 1 || cfg.rate < 1 || cfg.burst < 1 || cfg.requests < 0 || cfg.duration <= 0 || cfg.latency < 0 {
+		log.Fatal("fleet: -workers, -goroutines, -rate, -burst and -duration must be positive, -requests and -latency not negative")
+	}
 	if cfg.worker >= 0 {
 		res, err := work(cfg)
 		if err != nil {
@@ -96,7 +118,14 @@ func run(cfg config) error {
 		addr = a
 		fmt.Printf("started redis-server on %s\n", addr)
 	}
-	fs, err := fakeserver.Start(fakeserver.Config{Limit: cfg.rate, Window: time.Second, Burst: cfg.burst})
+	dialect, err := fakeserver.DialectByName(cfg.dialect)
+	if err != nil {
+		return err
+	}
+	fs, err := fakeserver.Start(fakeserver.Config{
+		Limit: cfg.rate, Window: time.Second, Burst: cfg.burst, Dialect: dialect,
+		Faults: fakeserver.Faults{Latency: cfg.latency},
+	})
 	if err != nil {
 		return err
 	}
@@ -113,8 +142,13 @@ func run(cfg config) error {
 	errs := make([]error, cfg.workers)
 	var wg sync.WaitGroup
 	for i := range cfg.workers {
+		reqs := cfg.requests / cfg.workers
+		if i < cfg.requests%cfg.workers {
+			reqs++
+		}
 		cmd := exec.Command(exe,
 			"-worker", strconv.Itoa(i),
+			"-requests", strconv.Itoa(reqs), "-no-limit="+strconv.FormatBool(cfg.noLimit),
 			"-goroutines", strconv.Itoa(cfg.goroutines),
 			"-rate", strconv.Itoa(cfg.rate), "-burst", strconv.Itoa(cfg.burst),
 			"-duration", cfg.duration.String(),
@@ -136,12 +170,22 @@ func run(cfg config) error {
 	}
 
 	st := fs.Server.Stats()
-	var ok, tooMany int64
+	var ok, tooMany, done int64
 	for i, r := range results {
 		fmt.Printf("worker %d: %d requests sent, %d 429s; %d reservations, %d Redis round trips, %d decided without Redis\n",
 			i, r.OK+r.TooMany, r.TooMany, r.Stats.Reservations, r.Stats.RoundTrips, r.Stats.Degraded)
 		ok += r.OK
 		tooMany += r.TooMany
+		done = max(done, r.Done)
+	}
+	if cfg.requests > 0 {
+		took := time.Unix(0, done).Sub(start)
+		least := time.Duration(float64(max(cfg.requests-cfg.burst, 0))/float64(cfg.rate)*float64(time.Second)) + cfg.latency
+		fmt.Printf("efficiency:  %.3f (%d requests in %v; the API allows them in %v at the least)\n",
+			least.Seconds()/took.Seconds(), cfg.requests, took.Round(time.Millisecond), least.Round(time.Millisecond))
+		fmt.Printf("throttled:   %d by the server, %d sent during a pause it had announced, %d handed back as 429s\n",
+			st.Rejected, st.Early, tooMany)
+		return nil
 	}
 	rate := float64(st.Admitted-int64(cfg.burst)) / cfg.duration.Seconds()
 	fmt.Printf("aggregate:   %d requests in %v: %.1f/s after the burst, limit %d/s (%+.1f%%)\n",
@@ -166,24 +210,31 @@ func work(cfg config) (result, error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxIdleConnsPerHost = cfg.goroutines
 	defer base.CloseIdleConnections()
-	// The client's burst is a little below the server's: the headroom
-	// absorbs network jitter between the processes.
-	hw := headway.New(base,
-		headway.WithLimit(headway.PerSecond(cfg.rate).WithBurst(max(cfg.burst-2, 1))),
+	opts := []headway.Option{
 		headway.WithKey(func(*http.Request) string { return "the-api-token" }), // one quota: the token's
 		headway.WithSharedQuota(q),
-	)
-	client := &http.Client{Transport: hw}
+	}
+	if !cfg.noLimit {
+		// The client's burst is a little below the server's: the headroom
+		// absorbs network jitter between the processes.
+		opts = append(opts, headway.WithLimit(headway.PerSecond(cfg.rate).WithBurst(max(cfg.burst-2, 1))))
+	}
+	client := &http.Client{Transport: headway.New(base, opts...)}
 
 	start := time.Unix(0, cfg.start)
 	time.Sleep(time.Until(start))
-	ctx, cancel := context.WithDeadline(context.Background(), start.Add(cfg.duration))
+	end := start.Add(cfg.duration)
+	if cfg.requests > 0 {
+		end = start.Add(time.Hour) // the count ends the run
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), end)
 	defer cancel()
-	var ok, tooMany, failed atomic.Int64
+	var ok, tooMany, failed, left atomic.Int64
+	left.Store(int64(cfg.requests))
 	var wg sync.WaitGroup
 	for range cfg.goroutines {
 		wg.Go(func() {
-			for ctx.Err() == nil {
+			for ctx.Err() == nil && (cfg.requests == 0 || left.Add(-1) >= 0) {
 				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cfg.url+"/items/1", nil)
 				resp, err := client.Do(req)
 				if err != nil {
@@ -203,7 +254,7 @@ func work(cfg config) (result, error) {
 		})
 	}
 	wg.Wait()
-	return result{OK: ok.Load(), TooMany: tooMany.Load(), Failed: failed.Load(), Stats: q.Stats()}, nil
+	return result{OK: ok.Load(), TooMany: tooMany.Load(), Failed: failed.Load(), Stats: q.Stats(), Done: time.Now().UnixNano()}, nil
 }
 
 // startRedis starts redis-server on a free loopback port, without
