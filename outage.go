@@ -105,8 +105,8 @@ type probeSchedule struct {
 // Defaults of RetryOptions.ProbeInterval and MaxProbeInterval, and the
 // growth and jitter of the probes' backoff.
 const (
-	defaultProbeInterval    = 100 * time.Millisecond
-	defaultMaxProbeInterval = 700 * time.Millisecond
+	defaultProbeInterval    = 200 * time.Millisecond
+	defaultMaxProbeInterval = 500 * time.Millisecond
 	probeMultiplier         = 2
 	probeJitter             = 0.25 // each wait is drawn from ±25% of the interval
 )
