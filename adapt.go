@@ -383,14 +383,6 @@ func rateBounds(cap, left float64, reset time.Duration, coarse bool) (lo, hi flo
 	return lo, hi
 }
 
-// resolution returns how far a stated reset may be from the truth.
-func (m *serverModel) resolution() int64 {
-	if m.coarse {
-		return int64(time.Second + 250*time.Millisecond)
-	}
-	return int64(time.Millisecond)
-}
-
 // answerResolution returns how far the reset of the answer being observed
 // may be from the truth: a second and what the clock offset and the flight
 // add, if it was stated to the second; else the jitter of the flight.

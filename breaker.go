@@ -272,15 +272,6 @@ func (b *breaker) state() BreakerState {
 	return s
 }
 
-// retryIn returns how long after now the breaker will let a probe
-// through: zero unless it is open.
-func (b *breaker) retryIn(now time.Time) time.Duration {
-	if b.state() != BreakerOpen {
-		return 0
-	}
-	return max(b.retryAt().Sub(now), 0)
-}
-
 // retryAt returns when the breaker, last opened, lets probes through.
 func (b *breaker) retryAt() time.Time {
 	b.mu.Lock()

@@ -59,7 +59,16 @@ func record(t *testing.T, b *breaker, o outcome) {
 	done(o)
 }
 
-func requireOpen(t *testing.T, b *breaker, retryIn time.Duration) *CircuitOpenError {
+// retryIn returns how long after now b will let a probe through: zero
+// unless it is open.
+func retryIn(b *breaker, now time.Time) time.Duration {
+	if b.state() != BreakerOpen {
+		return 0
+	}
+	return max(b.retryAt().Sub(now), 0)
+}
+
+func requireOpen(t *testing.T, b *breaker, wait time.Duration) *CircuitOpenError {
 	t.Helper()
 	_, err := b.allow(time.Now())
 	require.Error(t, err)
@@ -69,9 +78,9 @@ func requireOpen(t *testing.T, b *breaker, retryIn time.Duration) *CircuitOpenEr
 	var ce *CircuitOpenError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, BreakerOpen, ce.State)
-	assert.Equal(t, retryIn, ce.RetryIn)
-	assert.Equal(t, time.Now().Add(retryIn), ce.RetryAt)
-	assert.Equal(t, retryIn, b.retryIn(time.Now()))
+	assert.Equal(t, wait, ce.RetryIn)
+	assert.Equal(t, time.Now().Add(wait), ce.RetryAt)
+	assert.Equal(t, wait, retryIn(b, time.Now()))
 	assert.Equal(t, BreakerOpen, b.state())
 	return ce
 }
@@ -87,7 +96,7 @@ func TestBreakerOpensOnConsecutiveFailures(t *testing.T) {
 			record(t, b, outcomeFailure)
 		}
 		assert.Equal(t, BreakerClosed, b.state())
-		assert.Zero(t, b.retryIn(time.Now()))
+		assert.Zero(t, retryIn(b, time.Now()))
 		record(t, b, outcomeFailure) // the fifth in a row
 		ce := requireOpen(t, b, defaultBreakerTimeout)
 		assert.Equal(t, "headway: circuit open, next probe in 30s", ce.Error())
@@ -99,7 +108,7 @@ func TestBreakerOpensOnConsecutiveFailures(t *testing.T) {
 		requireOpen(t, b, 0) // probes go through strictly after RetryAt
 		time.Sleep(time.Nanosecond)
 		assert.Equal(t, BreakerHalfOpen, b.state())
-		assert.Zero(t, b.retryIn(time.Now()))
+		assert.Zero(t, retryIn(b, time.Now()))
 	})
 }
 
@@ -241,7 +250,7 @@ func TestBreakerStateHookOutsideTheLockAndInOrder(t *testing.T) {
 				keys = append(keys, key)
 				// Under gobreaker's lock, each of these would deadlock.
 				_ = b.state()
-				_ = b.retryIn(time.Now())
+				_ = retryIn(b, time.Now())
 				if done, err := b.allow(time.Now()); err == nil {
 					done(outcomeExcluded)
 				}
@@ -356,34 +365,45 @@ func TestBreakerDefaults(t *testing.T) {
 func TestRetryLoopWithTheBreaker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &stepRT{steps: []step{{status: 503}}}
-		br := newBreaker("k", BreakerSettings{ConsecutiveFailures: 3})
-		p := newRetryPolicy(RetryOptions{MaxAttempts: 10})
-		resp, err := doRetries(base, p, nil, br, mustReq(t, "http://api.test/x"))
+		tr := retryTransport(base, RetryOptions{MaxAttempts: 10}, nil, WithBreaker(BreakerSettings{ConsecutiveFailures: 3}))
+		resp, err := tr.RoundTrip(mustReq(t, "http://api.test/x"))
 		require.NoError(t, err)
 		assert.Equal(t, 503, resp.StatusCode, "the attempt that opened the breaker is the last")
 		drain(resp)
 		assert.Len(t, base.sent, 3)
 
-		_, err = doRetries(base, p, nil, br, mustReq(t, "http://api.test/x"))
+		_, err = tr.RoundTrip(mustReq(t, "http://api.test/x"))
 		assert.ErrorIs(t, err, ErrCircuitOpen)
 		var re *RetryError
 		assert.False(t, errors.As(err, &re), "refused before any attempt: the error as it is")
 		assert.Len(t, base.sent, 3)
 
 		// Opened by another request between two attempts: the retry fails
-		// at once, wrapped with the attempts made.
-		base2 := &stepRT{steps: []step{{status: 502}}}
-		br2 := newBreaker("k2", BreakerSettings{ConsecutiveFailures: 2})
-		p.rand = func(n int64) int64 { return n - 1 } // wait 500ms before the retry
-		go func() {
-			time.Sleep(100 * time.Millisecond)
-			record(t, br2, outcomeFailure)
-		}()
-		_, err = doRetries(&sleepyRT{base2, 2 * time.Millisecond}, p, nil, br2, mustReq(t, "http://api.test/x"))
-		require.ErrorAs(t, err, &re)
-		assert.Equal(t, 1, re.Attempts)
-		assert.ErrorIs(t, err, ErrCircuitOpen)
-		assert.ErrorIs(t, err, gobreaker.ErrOpenState)
+		// at once. After a transport error that is the error, wrapped with
+		// the attempts made; after a response, that response is the answer.
+		for _, first := range []step{{err: errReset}, {status: 502}} {
+			base2 := &stepRT{steps: []step{first}}
+			tr2 := retryTransport(&sleepyRT{base2, 2 * time.Millisecond}, RetryOptions{MaxAttempts: 10},
+				func(n int64) int64 { return n - 1 }, // wait 500ms before the retry
+				WithBreaker(BreakerSettings{ConsecutiveFailures: 2}))
+			br2 := tr2.keys.get("api.test", tr2, mustReq(t, "http://api.test/x")).br
+			go func() {
+				time.Sleep(100 * time.Millisecond)
+				record(t, br2, outcomeFailure)
+			}()
+			resp, err := tr2.RoundTrip(mustReq(t, "http://api.test/x"))
+			assert.Len(t, base2.sent, 1)
+			if first.err == nil {
+				require.NoError(t, err)
+				assert.Equal(t, 502, resp.StatusCode)
+				drain(resp)
+				continue
+			}
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, 1, re.Attempts)
+			assert.ErrorIs(t, err, ErrCircuitOpen)
+			assert.ErrorIs(t, err, gobreaker.ErrOpenState)
+		}
 	})
 }
 

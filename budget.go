@@ -104,30 +104,6 @@ func (b *retryBudget) bucket(now time.Time) (*budgetBucket, int64) {
 	return bk, idx
 }
 
-// deposit records a request's first attempt at now. It takes the lock only
-// when the window moves on to a new bucket: it runs on every request.
-func (b *retryBudget) deposit(now time.Time) {
-	if b != nil {
-		b.depositAt(now.Sub(b.epoch))
-	}
-}
-
-// depositAt is deposit at the time since the budget's epoch, for callers
-// that keep their own clock from the same epoch.
-func (b *retryBudget) depositAt(since time.Duration) {
-	if b == nil {
-		return
-	}
-	idx := int64(since / b.width)
-	bk := &b.buckets[uint64(idx)%budgetBuckets]
-	if bk.idx.Load() != idx {
-		b.mu.Lock()
-		bk, _ = b.bucket(b.epoch.Add(since))
-		b.mu.Unlock()
-	}
-	bk.requests.Add(1)
-}
-
 // withdraw reports whether a retry at now fits in the budget, and records
 // it if it does.
 func (b *retryBudget) withdraw(now time.Time) bool {

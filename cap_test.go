@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/headway-go/headway/internal/metrictest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -27,7 +28,8 @@ func TestAServerWaitAboveTheCapFailsRequestsAtOnce(t *testing.T) {
 		}}
 		var pauses []PauseEvent
 		var buf syncBuffer
-		tr := New(rt, WithMaxServerWait(time.Minute),
+		mp := metrictest.NewProvider()
+		tr := New(rt, WithMaxServerWait(time.Minute), WithMeterProvider(mp),
 			WithLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))),
 			WithHooks(Hooks{OnPause: func(e PauseEvent) { pauses = append(pauses, e) }}))
 		start := time.Now()
@@ -38,6 +40,7 @@ func TestAServerWaitAboveTheCapFailsRequestsAtOnce(t *testing.T) {
 		assert.Equal(t, 24*time.Hour, pauses[0].Stated)
 		assert.Contains(t, buf.String(), "level=WARN")
 		assert.Contains(t, buf.String(), "wait=24h0m0s")
+		assert.EqualValues(t, 1, collectMetrics(t, mp).count("headway.requests", attrOutcome.String("wait_capped")))
 
 		// A request without a deadline does not wait silently for a day.
 		_, err := tr.RoundTrip(mustReq(t, "http://api.test/"))

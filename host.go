@@ -122,12 +122,12 @@ func (ht *hostTable) put(host string, h *hostState) {
 	}
 }
 
-// hostPaused notes that some host of t is paused until until: keys look at
+// hostPaused notes that some host of e is paused until until: keys look at
 // their host's pause only while some host's pause may last.
-func (t *Transport) hostPaused(until int64) {
+func (e *keyEnv) hostPaused(until int64) {
 	for {
-		cur := t.hostPauses.Load()
-		if until <= cur || t.hostPauses.CompareAndSwap(cur, until) {
+		cur := e.hostPauses.Load()
+		if until <= cur || e.hostPauses.CompareAndSwap(cur, until) {
 			return
 		}
 	}

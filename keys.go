@@ -94,7 +94,7 @@ func (s *keyShard) sweep(now int64) {
 		}
 		k.mu.Unlock()
 		if idle {
-			k.t.hosts.put(k.hostName, k.host)
+			k.env.hosts.put(k.hostName, k.host)
 		}
 	}
 	s.sweepAfter = max(minSweepAfter, 2*len(s.m))

@@ -105,8 +105,8 @@ type probeSchedule struct {
 // Defaults of RetryOptions.ProbeInterval and MaxProbeInterval, and the
 // growth and jitter of the probes' backoff.
 const (
-	defaultProbeInterval    = 100 * time.Millisecond
-	defaultMaxProbeInterval = 700 * time.Millisecond
+	defaultProbeInterval    = 200 * time.Millisecond
+	defaultMaxProbeInterval = 500 * time.Millisecond
 	probeMultiplier         = 2
 	probeJitter             = 0.25 // each wait is drawn from ±25% of the interval
 )
@@ -183,14 +183,14 @@ func (k *keyState) outageTake(seq uint64) {
 // may wait for a shared quota's slot after it leaves the queue, and a
 // stall is counted from the send.
 func (k *keyState) sending() {
-	if k.t.probe.initial <= 0 {
+	if k.env.probe.initial <= 0 {
 		return
 	}
 	o := &k.out
 	if first, last := o.firstOut.Load(), o.lastAnswer.Load(); first <= last {
 		// A send at the instant of the last answer counts as answered: a
 		// stall is looked for from the next one.
-		o.firstOut.CompareAndSwap(first, max(k.t.now()+1, last))
+		o.firstOut.CompareAndSwap(first, max(k.env.now()+1, last))
 	}
 }
 
@@ -199,9 +199,9 @@ func (k *keyState) sending() {
 // sent or whose caller gave up.
 func (k *keyState) settle(dep departure, v outageVerdict) {
 	o := &k.out
-	on := k.t.probe.initial > 0
+	on := k.env.probe.initial > 0
 	if on {
-		now := k.t.now()
+		now := k.env.now()
 		for last := o.lastAnswer.Load(); last < now+1 && !o.lastAnswer.CompareAndSwap(last, now+1); {
 			last = o.lastAnswer.Load() // answers settle concurrently: keep the latest
 		}
@@ -218,7 +218,7 @@ func (k *keyState) settle(dep departure, v outageVerdict) {
 	if !o.isDown.Load() && !o.stalled.Load() && (v != hostDown || !on) {
 		return // the common case: the host is up, and nothing to undo
 	}
-	now := k.t.now()
+	now := k.env.now()
 	k.mu.Lock()
 	o.stalled.Store(false)
 	k.settleLocked(now, dep.seq, v)
@@ -231,13 +231,13 @@ func (k *keyState) settle(dep departure, v outageVerdict) {
 func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict) {
 	o := &k.out
 	switch {
-	case !o.down && v == hostDown && seq > o.upAt && k.t.probe.initial > 0:
+	case !o.down && v == hostDown && seq > o.upAt && k.env.probe.initial > 0:
 		o.since, o.downAt, o.probes = now, k.sent, 0
 		o.setDown(true)
 		if o.bo == nil {
 			o.bo = backoff.NewExponentialBackOff(
-				backoff.WithInitialInterval(k.t.probe.initial),
-				backoff.WithMaxInterval(k.t.probe.cap),
+				backoff.WithInitialInterval(k.env.probe.initial),
+				backoff.WithMaxInterval(k.env.probe.cap),
 				backoff.WithMultiplier(probeMultiplier),
 				backoff.WithRandomizationFactor(probeJitter),
 				backoff.WithMaxElapsedTime(0),
@@ -270,7 +270,7 @@ func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict) {
 // hold keeps k's queue waiting, as in an outage, until at least until on
 // the pacer's clock: an open breaker in hold mode. Called without k.mu.
 func (k *keyState) hold(until int64) {
-	now := k.t.now()
+	now := k.env.now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	o := &k.out
@@ -334,6 +334,6 @@ func (k *keyState) probeWaitError(now, allowed int64) *WaitError {
 	return &WaitError{
 		Wait:      time.Duration(k.out.next - now),
 		Allowed:   time.Duration(max(allowed, 0)),
-		NextProbe: k.t.wall(k.out.next),
+		NextProbe: k.env.wall(k.out.next),
 	}
 }

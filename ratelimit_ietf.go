@@ -54,7 +54,7 @@ func (ietfDialect) Parse(in *SignalInput, s *Signal) {
 		if list, err := httpsfv.UnmarshalList(lines); err == nil && len(list) <= maxMembers {
 			ietfLimits(list, policies, s)
 		} else if dict, err := httpsfv.UnmarshalDictionary(lines); err == nil {
-			ietfDictionary(dict, policies, s)
+			ietfDictionary(dict, lines, policies, s)
 		}
 	}
 	ietfSeparate(in, s)
@@ -183,7 +183,9 @@ func ietfLimits(list httpsfv.List, policies []ietfPolicy, s *Signal) {
 }
 
 // ietfDictionary reads the RateLimit Dictionary of -07.
-func ietfDictionary(d *httpsfv.Dictionary, policies []ietfPolicy, s *Signal) {
+// A key sent twice (lines folded by a proxy) would keep its last value
+// only; the most conservative is taken instead.
+func ietfDictionary(d *httpsfv.Dictionary, lines []string, policies []ietfPolicy, s *Signal) {
 	get := func(k string) (int64, bool, bool) {
 		m, ok := d.Get(k)
 		if !ok {
@@ -209,14 +211,60 @@ func ietfDictionary(d *httpsfv.Dictionary, policies []ietfPolicy, s *Signal) {
 	}
 	if l, present, valid := get("limit"); present && valid {
 		q.Limit = l
-		for _, p := range policies {
-			if !p.named && p.q == l {
-				q.Period = p.w
-				break
-			}
+	}
+	dictFolded(lines, &q)
+	for _, p := range policies {
+		if q.Limit > 0 && !p.named && p.q == q.Limit {
+			q.Period = p.w
+			break
 		}
 	}
 	s.AddQuota(q)
+}
+
+// dictFolded makes q the most conservative of the members of a -07
+// Dictionary whose keys repeat (the lowest remaining and limit, the latest
+// reset), and reports whether any did; members that are not an Integer
+// are skipped, q already holding the last of each, which the Dictionary
+// proved valid.
+func dictFolded(lines []string, q *Quota) bool {
+	var b [8]string
+	items := fieldItems(b[:0], lines)
+	var seen [3]int
+	for _, item := range items {
+		k, _, _ := strings.Cut(item, "=")
+		switch trimOWS(k) {
+		case "remaining":
+			seen[0]++
+		case "reset":
+			seen[1]++
+		case "limit":
+			seen[2]++
+		}
+	}
+	if seen[0] < 2 && seen[1] < 2 && seen[2] < 2 {
+		return false
+	}
+	for _, item := range items {
+		k, v, _ := strings.Cut(item, "=")
+		v, _, _ = strings.Cut(v, ";")
+		if !allDigits(trimOWS(v)) {
+			continue
+		}
+		n, ok := parseCount(v)
+		if !ok {
+			continue
+		}
+		switch trimOWS(k) {
+		case "remaining":
+			q.Remaining = min(q.Remaining, n)
+		case "reset":
+			q.Reset = max(q.Reset, toDuration(uint64(n), 0, time.Second))
+		case "limit":
+			q.Limit = min(q.Limit, n)
+		}
+	}
+	return true
 }
 
 // ietfSeparate reads the separate fields of -06, Kong and GitLab.

@@ -136,7 +136,7 @@ func splitXName(rest string) (kind string, f xField) {
 type xGroup struct {
 	kind                                               string
 	limit, remaining, reset, resetAfter, resetMs, used []string
-	usage                                     bool // used came as Usage (Strava)
+	usage                                              bool // used came as Usage (Strava)
 }
 
 // maxXGroups bounds the kinds read from one response.

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -22,17 +21,12 @@ import (
 // modifies the request it is given, and it closes the request's body on
 // every path, as http.RoundTripper requires.
 type Transport struct {
+	keyEnv // what its keys may see of it
 	base   http.RoundTripper
-	cfg    config
 	parser SignalParser
 	retry  *retryPolicy
-	probe  probeSchedule
 	keys   keyTable
-	hosts  hostTable
-	epoch  time.Time
-
-	hostPauses atomic.Int64 // the end of the longest host pause, on the pacer's clock
-	obs        *observer    // nil without metrics, logger or hooks
+	obs    *observer // nil without metrics, logger or hooks
 }
 
 // New returns a Transport that sends requests through base once their key's
@@ -62,7 +56,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 			mustValid(l)
 		}
 	}
-	t := &Transport{base: base, cfg: cfg, epoch: time.Now()}
+	t := &Transport{base: base, keyEnv: keyEnv{cfg: cfg, epoch: time.Now()}}
 	t.parser = SignalParser{Dialects: cfg.dialects, MaxServerWait: cfg.maxRetryAfter}
 	t.retry = newRetryPolicy(cfg.retry)
 	t.probe = newProbeSchedule(cfg.retry)
@@ -79,12 +73,13 @@ func mustValid(l Limit) {
 	}
 }
 
-// now returns the time on the pacer's clock: nanoseconds since t was made,
+// now returns the time on the pacer's clock: nanoseconds since the
+// Transport was made,
 // on the monotonic clock.
-func (t *Transport) now() int64 { return int64(time.Since(t.epoch)) }
+func (e *keyEnv) now() int64 { return int64(time.Since(e.epoch)) }
 
 // clock returns the wall clock, to compare with context deadlines.
-func (t *Transport) clock() time.Time { return time.Now() }
+func (e *keyEnv) clock() time.Time { return time.Now() }
 
 // RoundTrip waits until req's key may send it, then sends it through the
 // base RoundTripper, reads what the response says about the key's rate
@@ -115,165 +110,267 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	key := t.cfg.keyFunc(req)
-	ctx := req.Context()
+	c := call{t: t, req: req, key: t.cfg.keyFunc(req), ctx: req.Context(), cost: cost, bodyOurs: req.Body != nil}
+	defer c.end()
 	o := t.obs
-	var (
-		r    *retrier       // the retries; made when the first attempt leaves, for a body
-		last *http.Response // the last response, kept while its retry waits
-	)
-	// A body that may be sent again is read into memory only once its
-	// request may leave: a queued request holds no more than it was given.
-	replay := req.Body != nil && req.Body != http.NoBody && t.retry.maxAttempts > 1
-	for attempt := 1; ; attempt++ {
+	var s slot
+	for {
+		c.attempt++
 		var asked time.Time
 		if o != nil {
 			asked = time.Now()
 		}
-		k, dep, done, err := t.admit(ctx, key, req, cost, attempt > 1)
+		err := t.admit(c.ctx, c.key, req, cost, c.attempt > 1, &s)
 		if o != nil {
 			if err != nil {
-				o.rejected(ctx, req, key, attempt, err)
+				o.rejected(c.ctx, req, c.key, c.attempt, err)
 			} else {
-				o.admitted(ctx, req, key, attempt, time.Since(asked))
+				o.admitted(c.ctx, req, c.key, c.attempt, time.Since(asked))
 			}
 		}
 		if err != nil {
-			switch {
-			case attempt == 1 && r == nil:
-				closeBody(req)
-			case last != nil && ctx.Err() == nil:
-				return last, nil // no retry in time: the last response is the answer
-			case last != nil:
-				last.Body.Close()
-			}
-			if attempt > 1 {
-				err = r.fail(err)
-			}
-			return nil, err
+			return c.giveUp(err, c.ctx.Err() == nil)
 		}
-		if attempt == 1 {
-			k.countRequest(dep.at) // the budget's epoch is t's
-			if replay {
-				if r, err = t.retry.newRetrier(req, nil, time.Now()); err != nil {
-					done(outcomeExcluded)
-					k.release()
-					k.seen()
-					return nil, err // the body is closed
-				}
-				defer r.close()
-			}
-		}
-		out := req
-		if r != nil {
-			if out, err = r.attempt(); err != nil {
-				done(outcomeExcluded)
-				k.settle(dep, hostUnknown)
-				k.release()
-				k.seen()
-				if last != nil {
-					return last, nil
-				}
-				return nil, r.fail(err)
-			}
-		}
-		if last != nil {
-			last.Body.Close()
-			last = nil
-		}
-		if k.isProbe(dep.seq) {
-			// A probe goes on a connection of its own: the pooled ones may
-			// be dead, and net/http sends a request that meets a dead
-			// reused connection a second time, unasked.
-			out = out.Clone(out.Context())
-			out.Close = true
-		}
-		k.sending()
-		resp, err := t.base.RoundTrip(out)
-		if resp == nil && err == nil {
-			err = errNilResponse // a broken base: an error, not a panic
-		}
-		if o != nil {
-			o.sent(ctx, req, key, err)
-		}
-		if k.br != nil {
-			done(classify(resp, err, ctx.Err()))
-		}
-		var (
-			sig Signal
-			hv  outageVerdict
-		)
+		out, err := c.prepare(&s)
 		if err != nil {
-			hv = hostVerdict(nil, err, ctx.Err(), &sig)
-			k.settle(dep, hv)
-			k.endProbe()
-			k.release()
-		} else {
-			sig, hv = t.observe(ctx, k, dep, req.URL.Path, resp)
-			if o != nil && sig.HasWait && sig.Wait > t.cfg.maxRetryAfter {
-				o.capped(ctx, req, key, resp.StatusCode, sig.Wait, t.cfg.maxRetryAfter)
-			}
-			t.pauseShared(ctx, key, &sig)
-			t.learnShared(ctx, key, k, &sig)
+			s.unsent()
+			return c.giveUp(err, true)
 		}
-		k.seen()
-		if err == nil {
-			if !sig.Throttled && resp.StatusCode < 400 && t.retry.check == nil {
-				return t.track(k, resp), nil // the common case: nothing to retry
-			}
-			if sig.Throttled {
-				if o != nil {
-					o.throttled(ctx, req, key, attempt, resp, &sig, t.cfg.maxRetryAfter)
-				}
-			}
+		var sig Signal
+		resp, hv, err := c.send(&s, out, &sig)
+		if err == nil && !sig.Throttled && resp.StatusCode < 400 && t.retry.check == nil {
+			return s.answer(resp), nil // the common case: nothing to retry
 		}
-		if r == nil {
-			r, _ = t.retry.newRetrier(req, nil, time.Now()) // no body: cannot fail
-		}
-		r.budget = k.budget
-		k.flushBudget(t.now() / int64(max(k.budgetWidth(), 1)))
-		r.held = hv == hostDown && k.isDown()
-		delay, again := r.next(resp, err, sig, time.Now())
-		if again && k.br != nil && !k.br.hold && k.br.state() == BreakerOpen {
-			again = false // the attempt that opened the breaker is the answer
-		}
+		delay, again := c.decide(&s, resp, err, sig, hv)
 		if !again {
 			if err != nil {
-				return nil, r.fail(err)
+				return nil, c.r.fail(err)
 			}
-			return t.track(k, resp), nil
+			return s.answer(resp), nil
 		}
 		if err == nil {
-			if last = buffer(resp, maxBufferedThrottle); last == nil {
-				drainAndClose(resp)
-			}
-			k.release()
+			c.keep(resp)
+			s.free()
 		}
-		if sig.Throttled || r.held {
+		if sig.Throttled || c.r.held {
 			// The key's pause and pace, or its probes, say when it goes
 			// again: a retry queues ahead of new work as soon as they
 			// allow it.
 			delay = 0
 		}
 		if o != nil {
-			o.retry(ctx, req, key, attempt+1, delay, resp, err)
+			o.retry(c.ctx, req, c.key, c.attempt+1, delay, resp, err)
 		}
-		if err := sleep(ctx, delay); err != nil {
-			if last != nil {
-				last.Body.Close()
-			}
-			return nil, r.fail(err)
+		if err := sleep(c.ctx, delay); err != nil {
+			return nil, c.r.fail(err)
 		}
 	}
 }
+
+// call is one RoundTrip: the request, its attempts, and what it owns until
+// it returns. end, deferred once, gives back what the caller does not get:
+// the request's body while no attempt or retrier has taken it, the
+// retrier's copy of it, and the response kept while a retry waits. A slot
+// of the key, held by one attempt from admit until it ends, is given back
+// through the slot's methods.
+type call struct {
+	t    *Transport
+	req  *http.Request
+	key  string
+	ctx  context.Context
+	cost int64
+
+	attempt  int            // the attempt under way, from 1
+	r        *retrier       // the retries; made when the first attempt leaves, for a body
+	ownsBody bool           // r holds the request's body: end closes it through r
+	bodyOurs bool           // nothing took the request's body yet: end closes it
+	last     *http.Response // the last response, kept while its retry waits
+}
+
+// end gives back what the call still holds as RoundTrip returns.
+func (c *call) end() {
+	if c.bodyOurs {
+		closeBody(c.req)
+	}
+	if c.last != nil {
+		c.last.Body.Close()
+	}
+	if c.ownsBody {
+		c.r.close()
+	}
+}
+
+// giveUp ends a call whose attempt was not sent with err: the last
+// response is the answer instead, if there is one and lastOK.
+func (c *call) giveUp(err error, lastOK bool) (*http.Response, error) {
+	if c.last != nil && lastOK {
+		resp := c.last
+		c.last = nil
+		return resp, nil // no retry in time: the last response is the answer
+	}
+	if c.r != nil {
+		err = c.r.fail(err)
+	}
+	return nil, err
+}
+
+// keep holds resp, a response about to be retried, as the answer should
+// the retry not be sent: a copy of a small one, or nothing.
+func (c *call) keep(resp *http.Response) {
+	if c.last = buffer(resp, maxBufferedThrottle); c.last == nil {
+		drainAndClose(resp)
+	}
+}
+
+// prepare returns the request to send as the attempt of slot s: the first
+// attempt counts on the key's budget and, for a body that may be sent
+// again, makes the retrier that holds it.
+func (c *call) prepare(s *slot) (*http.Request, error) {
+	if c.attempt == 1 {
+		s.k.countRequest(s.dep.at) // the budget's epoch is t's
+		if c.bodyOurs && c.req.Body != http.NoBody && c.t.retry.maxAttempts > 1 {
+			// A body that may be sent again is read into memory only once
+			// its request may leave: a queued request holds no more than
+			// it was given.
+			c.bodyOurs = false // newRetrier closes it if it fails
+			r, err := c.t.retry.newRetrier(c.req, nil, time.Now())
+			if err != nil {
+				return nil, err
+			}
+			c.r, c.ownsBody = r, true
+		}
+	}
+	out := c.req
+	if c.r != nil {
+		var err error
+		if out, err = c.r.attempt(); err != nil {
+			return nil, err
+		}
+	}
+	if c.last != nil {
+		c.last.Body.Close()
+		c.last = nil
+	}
+	if s.k.isProbe(s.dep.seq) {
+		// A probe goes on a connection of its own: the pooled ones may
+		// be dead, and net/http sends a request that meets a dead
+		// reused connection a second time, unasked.
+		out = out.Clone(out.Context())
+		out.Close = true
+	}
+	return out, nil
+}
+
+// send sends out, the attempt of slot s, and tells the key, its breaker,
+// its host and the shared quota what came back. After an error the slot is
+// given back; after a response it is held until the response is answered
+// or retried.
+func (c *call) send(s *slot, out *http.Request, sig *Signal) (*http.Response, outageVerdict, error) {
+	t, k, o, ctx := c.t, s.k, c.t.obs, c.ctx
+	k.sending()
+	resp, err := t.base.RoundTrip(out)
+	c.bodyOurs = false // the base closes it
+	if resp == nil && err == nil {
+		err = errNilResponse // a broken base: an error, not a panic
+	}
+	if o != nil {
+		o.sent(ctx, c.req, c.key, err)
+	}
+	if k.br != nil {
+		s.done(classify(resp, err, ctx.Err()))
+	}
+	var hv outageVerdict
+	if err != nil {
+		hv = hostVerdict(nil, err, ctx.Err(), sig)
+		k.settle(s.dep, hv)
+		k.endProbe()
+		s.free()
+	} else {
+		*sig, hv = t.observe(ctx, k, s.dep, c.req.URL.Path, resp)
+		if o != nil && sig.HasWait && sig.Wait > t.cfg.maxRetryAfter {
+			o.capped(ctx, c.req, c.key, resp.StatusCode, sig.Wait, t.cfg.maxRetryAfter)
+		}
+		t.pauseShared(ctx, c.key, sig)
+		t.learnShared(ctx, c.key, k, sig)
+	}
+	k.seen()
+	if err == nil && sig.Throttled && o != nil {
+		o.throttled(ctx, c.req, c.key, c.attempt, resp, sig, t.cfg.maxRetryAfter)
+	}
+	return resp, hv, err
+}
+
+// decide reports whether the attempt of slot s, which ended with resp or
+// err, is sent again, and after what delay.
+func (c *call) decide(s *slot, resp *http.Response, err error, sig Signal, hv outageVerdict) (time.Duration, bool) {
+	k := s.k
+	if c.r == nil {
+		c.r, _ = c.t.retry.newRetrier(c.req, nil, time.Now()) // no body: cannot fail
+	}
+	c.r.budget = k.budget
+	k.flushBudget(c.t.now() / int64(max(k.budgetWidth(), 1)))
+	c.r.held = hv == hostDown && k.isDown()
+	delay, again := c.r.next(resp, err, sig, time.Now())
+	if again && k.br != nil && !k.br.hold && k.br.state() == BreakerOpen {
+		again = false // the attempt that opened the breaker is the answer
+	}
+	return delay, again
+}
+
+// slot is an attempt's place on its key, from admit until the attempt
+// ends: the key's departure, its in-flight slot, and its breaker's
+// outcome callback. An attempt ends in one of four ways, each of which
+// gives its in-flight slot back once: unsent; sent and failed (send frees
+// it); answered (the response's body frees it); retried (freed at once).
+type slot struct {
+	k    *keyState
+	dep  departure
+	done func(outcome) // nil: nothing to report
+}
+
+// unsent gives back the slot of an attempt that was not sent: every
+// departure is settled once, its in-flight slot freed, and its outcome
+// taken in.
+func (s *slot) unsent() {
+	if s.done != nil {
+		s.done(outcomeExcluded)
+	}
+	s.k.settle(s.dep, hostUnknown)
+	s.k.release()
+	s.k.seen()
+}
+
+// answer returns resp, the answer to s's attempt, with its body set to
+// give back the in-flight slot when read to the end or closed.
+func (s *slot) answer(resp *http.Response) *http.Response {
+	k := s.k
+	if k.env.cfg.maxInFlight <= 0 {
+		return resp
+	}
+	if resp.Body == nil {
+		k.release()
+		return resp
+	}
+	if _, ok := resp.Body.(io.Writer); ok {
+		// A switched protocol (101) body is a connection, not a response to
+		// read to the end: it no longer counts as in flight.
+		k.release()
+		return resp
+	}
+	resp.Body = &releaseBody{ReadCloser: resp.Body, k: k}
+	return resp
+}
+
+// free gives back the in-flight slot of s's attempt, which was sent.
+func (s *slot) free() { s.k.release() }
 
 // noDone is the breaker outcome callback of a key without a breaker.
 var noDone = func(outcome) {}
 
 // admit finds the key's state, asks its breaker, if any, and waits in its
-// queue for a slot. done must be called with the outcome of the request,
-// which is sent at once.
-func (t *Transport) admit(ctx context.Context, key string, req *http.Request, cost int64, front bool) (*keyState, departure, func(outcome), error) {
+// queue for a slot, which it writes to s. The slot's done must be called
+// with the outcome of the request, which is sent at once.
+func (t *Transport) admit(ctx context.Context, key string, req *http.Request, cost int64, front bool, s *slot) error {
 	queued := time.Now()
 	for {
 		k := t.keys.get(key, t, req)
@@ -281,7 +378,7 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 		if k.br != nil && !k.br.hold {
 			var err error
 			if done, err = k.br.allow(time.Now()); err != nil {
-				return nil, departure{}, nil, err
+				return err
 			}
 		}
 		if k.br != nil && k.br.hold && k.br.state() == BreakerOpen {
@@ -296,17 +393,17 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			continue
 		case err != nil:
 			done(outcomeExcluded)
-			return nil, departure{}, nil, err
+			return err
 		}
+		*s = slot{k: k, dep: dep, done: done}
 		if k.br != nil && k.br.hold {
 			// Hold: the breaker is asked as the request leaves. When it
 			// is open, the request goes back to the front of the queue,
 			// which waits for the breaker's probe.
 			var coe *CircuitOpenError
-			if done, coe = k.br.allowHold(time.Now()); coe != nil {
-				k.settle(dep, hostUnknown)
-				k.release()
-				k.seen()
+			if s.done, coe = k.br.allowHold(time.Now()); coe != nil {
+				s.done = nil
+				s.unsent()
 				k.hold(t.pacerTime(coe.RetryAt))
 				front = true
 				continue
@@ -316,23 +413,17 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			// The breaker opened while the request waited its turn (it
 			// asked before, and queued after the failure that opened it
 			// failed the queue): it does not leave.
-			done(outcomeExcluded)
-			k.settle(dep, hostUnknown)
-			k.release()
-			k.seen()
-			return nil, departure{}, nil, k.br.openError(gobreaker.ErrOpenState, time.Now())
+			s.unsent()
+			return k.br.openError(gobreaker.ErrOpenState, time.Now())
 		}
 		if err := t.reserveShared(ctx, key, k, cost, queued); err != nil {
-			done(outcomeExcluded)
-			k.settle(dep, hostUnknown)
-			k.release()
-			k.seen()
-			return nil, departure{}, nil, err
+			s.unsent()
+			return err
 		}
 		if k.br != nil && !k.br.hold {
-			done = k.watchBreaker(done)
+			s.done = k.watchBreaker(s.done)
 		}
-		return k, dep, done, nil
+		return nil
 	}
 }
 
@@ -408,7 +499,7 @@ func (t *Transport) observeDate(k *keyState, dep departure, resp *http.Response,
 }
 
 // wall converts a time on the pacer's clock to the wall clock.
-func (t *Transport) wall(ns int64) time.Time { return t.epoch.Add(time.Duration(ns)) }
+func (e *keyEnv) wall(ns int64) time.Time { return e.epoch.Add(time.Duration(ns)) }
 
 // pacerTime converts a wall-clock time to the pacer's clock; the zero time
 // is now.
@@ -419,29 +510,9 @@ func (t *Transport) pacerTime(at time.Time) int64 {
 	return int64(at.Sub(t.epoch))
 }
 
-// track returns resp, with its body set to give back its request's
-// in-flight slot when read to the end or closed.
-func (t *Transport) track(k *keyState, resp *http.Response) *http.Response {
-	if t.cfg.maxInFlight <= 0 {
-		return resp
-	}
-	if resp.Body == nil {
-		k.release()
-		return resp
-	}
-	if _, ok := resp.Body.(io.Writer); ok {
-		// A switched protocol (101) body is a connection, not a response to
-		// read to the end: it no longer counts as in flight.
-		k.release()
-		return resp
-	}
-	resp.Body = &releaseBody{ReadCloser: resp.Body, k: k}
-	return resp
-}
-
 func (t *Transport) newKey(key string, req *http.Request) *keyState {
 	lims := t.cfg.limitsFor(req)
-	k := &keyState{t: t, lims: lims, hostName: req.URL.Host}
+	k := &keyState{env: &t.keyEnv, lims: lims, hostName: req.URL.Host}
 	k.pacer.init(lims)
 	k.host = t.hosts.get(k.hostName)
 	k.budget = t.retry.newBudget(t.epoch)

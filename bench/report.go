@@ -172,7 +172,7 @@ func OutageReport(table, spread string, s OutageScenario, m Machine, took time.D
 	b.WriteString(table)
 	p("\nheadway's probes are jittered, so when one finds the host back varies from run to run:\n\n")
 	b.WriteString(spread)
-	p("\nReading it: headway holds the key behind one probe at a time (100 ms, then doubling up to 700 ms), so few requests reach the host while it is down, ")
+	p("\nReading it: headway holds the key behind one probe at a time (200 ms, then doubling up to 500 ms), so few requests reach the host while it is down, ")
 	p("and the queue leaves at the key's pace as soon as a probe gets through; a fail-fast breaker loses the requests queued behind it, by design (use `Hold: true` for batch work). ")
 	p("go-retryablehttp and failsafe-go back off each request on its own from 1 s: every worker keeps a request going into the outage, and without pacing they are throttled after it. ")
 	p("A silent host is known only by its silence: headway stops sending once its requests go unanswered for twice their usual latency plus 10 ms, ")

@@ -2,6 +2,7 @@ package sharedquota
 
 import (
 	"context"
+	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -83,13 +84,20 @@ func TestClusterFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	masterOf := func(via *redis.Client) string {
-		slots, err := via.ClusterSlots(ctx).Result()
+		shards, err := via.ClusterShards(ctx).Result()
 		if err != nil {
 			return ""
 		}
-		for _, s := range slots {
-			if int64(s.Start) <= slot && slot <= int64(s.End) && len(s.Nodes) > 0 {
-				return s.Nodes[0].Addr
+		for _, s := range shards {
+			for _, r := range s.Slots {
+				if r.Start > slot || slot > r.End {
+					continue
+				}
+				for _, n := range s.Nodes {
+					if n.Role == "master" {
+						return net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+					}
+				}
 			}
 		}
 		return ""

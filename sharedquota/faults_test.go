@@ -3,7 +3,9 @@ package sharedquota
 import (
 	"context"
 	"errors"
+	"net"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -93,7 +95,7 @@ func TestRedisStalled(t *testing.T) {
 	srv := startRedis(t)
 	for _, honour := range []bool{true, false} {
 		c := redis.NewClient(&redis.Options{Addr: srv.addr(), ContextTimeoutEnabled: honour, ReadTimeout: 10 * time.Second})
-		q := NewRedis(c, WithPrefix(testPrefix(t)), WithFailureMode(FailClosed), WithRetryInterval(time.Hour))
+		q := NewRedis(c, WithPrefix(testPrefix(t)), WithFailureMode(FailClosed), WithRetryInterval(time.Hour), WithTimeout(500*time.Millisecond))
 		if q.guard == honour {
 			t.Fatalf("guard %v for ContextTimeoutEnabled %v", q.guard, honour)
 		}
@@ -113,8 +115,12 @@ func TestRedisStalled(t *testing.T) {
 			t.Errorf("second call: %v after %d round trips", err, q.Stats().RoundTrips-trips)
 		}
 		_ = srv.cmd.Process.Signal(syscall.SIGCONT)
+		start := time.Now()
 		q.Close()
 		c.Close()
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("Close took %v with Redis silent", took)
+		}
 	}
 }
 
@@ -152,5 +158,74 @@ func TestFailureModes(t *testing.T) {
 	}
 	if d, _ := timedReserve(t, fb, lim); d < 4*time.Second {
 		t.Fatalf("Fallback ignored the local pause: wait %v", d)
+	}
+}
+
+// TestBlackholeFromTheStart: Redis never answers (a listener that accepts
+// and stays silent) from the first call: no call hangs, and each process
+// falls back to the limit divided by the 4 processes Fallback assumes when
+// it never counted them, not to the whole limit. (Issue 10, item 4: each
+// process assumed it was alone; 3 processes sent 532-664/s against 200/s.)
+func TestBlackholeFromTheStart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	lim := headway.PerSecond(10) // T = 100ms: alone 10/s, as one of 4: 2.5/s
+	for p := range 3 {
+		c := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), ContextTimeoutEnabled: true, MaxRetries: -1})
+		q := NewRedis(c, WithPrefix(testPrefix(t)), WithHeartbeat(time.Hour))
+		// Back to back, 10 departures of one process span 9 intervals of
+		// 400ms; measured from before the first call to after the last,
+		// the span can only look longer.
+		var first, last int64
+		for i := range 10 {
+			before := q.now()
+			d, err := timedReserve(t, q, lim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch i {
+			case 0:
+				first = before + int64(d)
+			case 9:
+				last = q.now() + int64(d)
+			}
+		}
+		span := time.Duration(last - first)
+		t.Logf("process %d: 10 departures span %v: %.2f/s", p, span, 9/span.Seconds())
+		if span < 9*400*time.Millisecond {
+			t.Errorf("process %d: 10 departures span at most %v, want 9 × 400ms (the limit among 4)", p, span)
+		}
+		if s := q.Stats(); s.Degraded != 10 {
+			t.Errorf("stats %+v, want 10 degraded", s)
+		}
+		start := time.Now()
+		q.Close()
+		c.Close()
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("Close took %v with Redis silent", took)
+		}
 	}
 }

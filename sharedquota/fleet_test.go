@@ -336,3 +336,80 @@ func BenchmarkFleetEfficiency(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFleetFaults runs 3 processes × 8 goroutines at the server's
+// limit (100/s) for 6s, through headway sharing one quota, while Redis is
+// killed at 2s and started again, empty, at 4s: the fault transitions of
+// issue 10, item 3. It reports what the server saw: throttles, the busiest
+// second against what the limit allows in one (rate + burst), and the
+// share of the limit admitted. Run with
+//
+//	go test -run '^$' -bench FleetFaults -benchtime 1x ./sharedquota/
+func BenchmarkFleetFaults(b *testing.B) {
+	for _, burst := range []int{10, 200} {
+		b.Run("server-burst="+strconv.Itoa(burst), func(b *testing.B) {
+			const rate, dur = 100, 6 * time.Second
+			for range b.N {
+				srv := startRedis(b)
+				arr := &arrivals{at: map[int][]time.Time{}}
+				fs, err := fakeserver.Start(fakeserver.Config{Limit: rate, Window: time.Second, Burst: burst, Handler: arr.handler()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				start := time.Now().Add(2 * time.Second)
+				go func() {
+					time.Sleep(time.Until(start.Add(2 * time.Second)))
+					srv.kill()
+					time.Sleep(2 * time.Second)
+					if err := srv.start(); err != nil {
+						b.Error(err)
+					}
+				}()
+				res := runFleet(b, 3, workerConfig{
+					Redis: srv.addr(), URL: fs.URL, Prefix: testPrefix(b),
+					Rate: rate, Burst: burst - 2, Goroutines: 8,
+					Start: start, Duration: dur,
+				})
+				var degraded int64
+				for _, r := range res {
+					degraded += r.Stats.Degraded
+				}
+				st := fs.Server.Stats()
+				b.ReportMetric(float64(st.Rejected), "throttled")
+				b.ReportMetric(float64(fs.Server.PeakRate(time.Second)), "peak/s")
+				b.ReportMetric(float64(rate+burst), "allowed/s")
+				b.ReportMetric(100*float64(st.Admitted)/(rate*dur.Seconds()+float64(burst)), "admitted-%")
+				b.ReportMetric(float64(degraded), "fallbacks")
+				// The busiest second of the outage, and of the recovery
+				// (from the restart to the end), as the server saw them.
+				var during, after []time.Time
+				for _, ts := range arr.at {
+					for _, at := range ts {
+						switch {
+						case at.After(start.Add(2*time.Second)) && at.Before(start.Add(4*time.Second)):
+							during = append(during, at)
+						case at.After(start.Add(4 * time.Second)):
+							after = append(after, at)
+						}
+					}
+				}
+				b.ReportMetric(float64(peakIn(during, time.Second)), "outage-peak/s")
+				b.ReportMetric(float64(peakIn(after, time.Second)), "recovery-peak/s")
+				fs.Close()
+			}
+		})
+	}
+}
+
+// peakIn returns the most of ts in any window of w.
+func peakIn(ts []time.Time, w time.Duration) int {
+	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	best, i := 0, 0
+	for j := range ts {
+		for ts[j].Sub(ts[i]) >= w {
+			i++
+		}
+		best = max(best, j-i+1)
+	}
+	return best
+}

@@ -18,18 +18,22 @@ import (
 // requests a second with leases, its checks used to cost Redis more than
 // the reservations.
 type pauseSub struct {
-	ps   *redis.PubSub
-	done chan struct{}
+	ps     *redis.PubSub
+	ctx    context.Context // ends at Close: a dial under way gives up
+	cancel context.CancelFunc
+	done   chan struct{}
 	// since is when the subscription was last confirmed, with nothing
 	// broken since (monotonic ns); 0 while it is broken. A pause published
 	// before it may have been missed.
 	since atomic.Int64
 }
 
-// subscribe starts listening to the pauses published through c.
+// subscribe starts listening to the pauses published through c, in the
+// background: NewRedis does not wait for Redis.
 func (r *Redis) subscribe(c redis.UniversalClient) {
 	r.sub.done = make(chan struct{})
-	r.sub.ps = c.Subscribe(context.Background(), r.channel)
+	r.sub.ctx, r.sub.cancel = context.WithCancel(context.Background())
+	r.sub.ps = c.Subscribe(r.sub.ctx) // no channel yet: no round trip
 	go r.listen()
 }
 
@@ -38,13 +42,34 @@ func (r *Redis) subscribe(c redis.UniversalClient) {
 // that a dead one is noticed within two heartbeats.
 func (r *Redis) listen() {
 	defer close(r.sub.done)
-	ctx := context.Background()
+	ctx := r.sub.ctx
 	retry := time.NewTimer(0)
 	<-retry.C
 	defer retry.Stop()
+	subscribed := false
 	for {
-		msg, err := r.sub.ps.ReceiveTimeout(ctx, 2*r.cfg.heartbeat)
-		if r.closed.Load() {
+		// Every call has a deadline: go-redis dials (after an error, to
+		// reconnect) under the lock Close needs, so that a dial into a
+		// Redis that does not answer would hold Close up for the client's
+		// dial timeout. (A client without ContextTimeoutEnabled still
+		// takes its own timeouts.)
+		var msg any
+		err := ctx.Err()
+		if err == nil && !subscribed {
+			sctx, cancel := context.WithTimeout(ctx, 4*r.cfg.timeout)
+			err = r.sub.ps.Subscribe(sctx, r.channel)
+			cancel()
+			if err == nil {
+				subscribed = true // go-redis subscribes again after a reconnection
+				continue
+			}
+		} else if err == nil {
+			wait := min(2*r.cfg.heartbeat, 2*time.Second)
+			rctx, cancel := context.WithTimeout(ctx, wait+4*r.cfg.timeout)
+			msg, err = r.sub.ps.ReceiveTimeout(rctx, wait)
+			cancel()
+		}
+		if r.closed.Load() || ctx.Err() != nil {
 			return
 		}
 		if err != nil {
@@ -105,6 +130,7 @@ func (r *Redis) subscribed(checked int64) bool {
 
 // unsubscribe ends the subscription and waits for listen to return.
 func (r *Redis) unsubscribe() {
+	r.sub.cancel()
 	_ = r.sub.ps.Close()
 	<-r.sub.done
 }

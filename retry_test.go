@@ -252,7 +252,7 @@ func newTestRetrier(t *testing.T, o RetryOptions, rnd func(int64) int64, req *ht
 	}
 	r, err := p.newRetrier(req, budget, now)
 	require.NoError(t, err)
-	budget.deposit(now)
+	deposit(budget, now)
 	return r
 }
 
@@ -498,70 +498,30 @@ func (s *stepRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: st.status, Header: h, Body: rb, Request: req}, nil
 }
 
-// doRetries is the retry loop as the transport is meant to run it, without
-// the queue and the pacer: the reference for wiring the retrier and the
-// breaker into Transport.RoundTrip, and a harness for tests. br and budget
-// may be nil.
-func doRetries(base http.RoundTripper, p *retryPolicy, budget *retryBudget, br *breaker, req *http.Request) (*http.Response, error) {
-	ctx := req.Context()
-	r, err := p.newRetrier(req, budget, time.Now())
-	budget.deposit(time.Now())
-	if err != nil {
-		return nil, err // the body is closed
+// retryTransport returns a Transport over base that retries with o and has
+// no outage state (ProbeInterval -1): every retry backs off on its own, so
+// these tests see the retry policy alone. rnd, when set, draws the jitter.
+func retryTransport(base http.RoundTripper, o RetryOptions, rnd func(int64) int64, opts ...Option) *Transport {
+	o.ProbeInterval = -1
+	tr := New(base, append([]Option{WithRetry(o)}, opts...)...)
+	if rnd != nil {
+		tr.retry.rand = rnd
 	}
-	defer r.close()
-	for {
-		done := func(outcome) {}
-		if br != nil {
-			if done, err = br.allow(time.Now()); err != nil {
-				return nil, r.fail(err)
-			}
-		}
-		areq, err := r.attempt()
-		if err != nil {
-			done(outcomeExcluded)
-			return nil, r.fail(err)
-		}
-		// Here the transport waits in the key's queue; on failure it calls
-		// done(outcomeExcluded) and closeBody(areq).
-		resp, err := base.RoundTrip(areq)
-		done(classify(resp, err, ctx.Err()))
-		var sig Signal
-		if resp != nil {
-			sig = ParseSignal(&SignalInput{Status: resp.StatusCode, Header: resp.Header, Now: time.Now()})
-		}
-		delay, again := r.next(resp, err, sig, time.Now())
-		if again && br != nil && br.state() == BreakerOpen {
-			// This attempt opened the breaker: the next one would fail at
-			// once, so the caller gets this one's response.
-			again = false
-		}
-		if !again {
-			if err != nil {
-				return nil, r.fail(err)
-			}
-			return resp, nil
-		}
-		drainAndClose(resp)
-		tm := time.NewTimer(delay)
-		select {
-		case <-tm.C:
-		case <-ctx.Done():
-			tm.Stop()
-			return nil, r.fail(ctx.Err())
-		}
-	}
+	return tr
 }
 
 func TestRetryLoopReturnsTheLastResponse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &stepRT{steps: []step{{status: 503}, {err: errReset}, {status: 502}, {status: 503, kv: []string{"Retry-After", "9"}}}}
-		p := newRetryPolicy(RetryOptions{})
+		// A key with configured limits goes back to them after a rare
+		// throttle (a bare 429 or 503 slows only a key without limits): the
+		// waits between attempts are the backoff's alone.
+		tr := retryTransport(base, RetryOptions{}, nil, WithLimit(PerSecond(100).WithBurst(10)))
 		req, body := newUnknownLenReq(t, "the payload")
 		req.Method = http.MethodPut
 		before := snap(req)
 		start := time.Now()
-		resp, err := doRetries(base, p, nil, nil, req)
+		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err)
 		assert.Equal(t, 503, resp.StatusCode, "the last response, not an error")
 		assert.Equal(t, "9", resp.Header.Get("Retry-After"))
@@ -586,7 +546,7 @@ func TestRetryLoopReturnsTheLastResponse(t *testing.T) {
 func TestRetryLoopTransportErrorComesBackWrapped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &stepRT{steps: []step{{err: errReset}}}
-		resp, err := doRetries(base, newRetryPolicy(RetryOptions{MaxAttempts: 3}), nil, nil, mustReq(t, "http://api.test/x"))
+		resp, err := retryTransport(base, RetryOptions{MaxAttempts: 3}, nil).RoundTrip(mustReq(t, "http://api.test/x"))
 		assert.Nil(t, resp)
 		var re *RetryError
 		require.ErrorAs(t, err, &re)
@@ -601,7 +561,7 @@ func TestRetryLoopHonoursTheServersWait(t *testing.T) {
 		base := &stepRT{steps: []step{{status: 429, kv: []string{"Retry-After", "5"}}, {status: 200}}}
 		req, body := newBodyReq(t, "http://api.test/x") // a POST: 429 is retried
 		start := time.Now()
-		resp, err := doRetries(base, newRetryPolicy(RetryOptions{}), nil, nil, req)
+		resp, err := retryTransport(base, RetryOptions{}, nil).RoundTrip(req)
 		require.NoError(t, err)
 		drain(resp)
 		assert.Equal(t, 200, resp.StatusCode)
@@ -617,7 +577,7 @@ func TestRetryLoopOverLimitBodyIsSentOnce(t *testing.T) {
 		payload := strings.Repeat("z", 100)
 		req, body := newUnknownLenReq(t, payload)
 		req.Method = http.MethodPut
-		resp, err := doRetries(base, newRetryPolicy(RetryOptions{MaxBufferedBody: 10}), nil, nil, req)
+		resp, err := retryTransport(base, RetryOptions{MaxBufferedBody: 10}, nil).RoundTrip(req)
 		require.NoError(t, err)
 		drain(resp)
 		assert.Equal(t, []string{payload}, base.bodies)
@@ -629,7 +589,7 @@ func TestRetryLoopPostIsNotRetriedOnA502(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &stepRT{steps: []step{{status: 502}, {status: 200}}}
 		req, body := newBodyReq(t, "http://api.test/x")
-		resp, err := doRetries(base, newRetryPolicy(RetryOptions{}), nil, nil, req)
+		resp, err := retryTransport(base, RetryOptions{}, nil).RoundTrip(req)
 		require.NoError(t, err)
 		drain(resp)
 		assert.Equal(t, 502, resp.StatusCode)
@@ -646,7 +606,7 @@ func TestRetryLoopCancelledWhileWaiting(t *testing.T) {
 		req.Method = http.MethodPut
 		req = req.WithContext(ctx)
 		time.AfterFunc(time.Second, cancel)
-		resp, err := doRetries(base, newRetryPolicy(RetryOptions{}), nil, nil, req)
+		resp, err := retryTransport(base, RetryOptions{}, nil).RoundTrip(req)
 		assert.Nil(t, resp)
 		assert.ErrorIs(t, err, context.Canceled)
 		assert.Equal(t, int64(1), body.closes.Load())
@@ -658,7 +618,7 @@ func TestRetryLoopBufferReadErrorFailsUnsent(t *testing.T) {
 	base := &stepRT{steps: []step{{status: 200}}}
 	req, body := newUnknownLenReq(t, "abc")
 	body.err = errors.New("disk on fire")
-	_, err := doRetries(base, newRetryPolicy(RetryOptions{}), nil, nil, req)
+	_, err := retryTransport(base, RetryOptions{}, nil).RoundTrip(req)
 	assert.ErrorIs(t, err, body.err)
 	assert.Empty(t, base.sent)
 	assert.Equal(t, int64(1), body.closes.Load())
@@ -677,7 +637,7 @@ func BenchmarkRetrierFirstAttemptSucceeds(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			r, err := p.newRetrier(req, budget, t0)
-			budget.deposit(t0)
+			deposit(budget, t0)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -116,12 +116,12 @@ type RetryOptions struct {
 	// down, before the key sends its first probe; the wait doubles after
 	// each failed probe, up to MaxProbeInterval, and each one is drawn
 	// within ±25% of it. See "Outages" in the package documentation. The
-	// default is 100ms; a negative value turns the outage state off: every
+	// default is 200ms; a negative value turns the outage state off: every
 	// request then backs off on its own, as the other retries do.
 	ProbeInterval time.Duration
 	// MaxProbeInterval caps the wait between two probes. The default is
-	// 700ms: a host that comes back is found within 0.9 s (0.35 s on
-	// average), for the price of a request every 0.7 s while it is down.
+	// 500ms: a host that comes back is found within 0.625 s (0.25 s on
+	// average), for the price of two requests a second while it is down.
 	MaxProbeInterval time.Duration
 }
 

@@ -1,0 +1,605 @@
+package headway
+
+import (
+	"context"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// keyEnv is what a key needs of the Transport that holds it, and all it
+// gets: the pacer's clock, the configuration, the outage probes' schedule
+// and the table of hosts with the end of their longest pause. A key never
+// sees the Transport itself.
+type keyEnv struct {
+	cfg   config
+	probe probeSchedule
+	hosts hostTable
+	epoch time.Time // the origin of the pacer's clock (see now)
+
+	hostPauses atomic.Int64 // the end of the longest host pause, on the pacer's clock
+}
+
+// keyState is everything headway keeps for one key: its pacer, the queue in
+// front of it and the requests in flight. One timer per key, armed only
+// while the head of the queue waits for the pacer, wakes the queue; no
+// goroutine waits on a request's behalf.
+type keyState struct {
+	env      *keyEnv
+	lims     []Limit
+	host     *hostState
+	hostName string
+
+	mu sync.Mutex
+	// The first attempts of the current budget bucket, counted here, next
+	// to the lock every request takes, and handed to budget when the bucket
+	// ends or a retry asks: the budget's own memory stays cold.
+	budgetIdx atomic.Int64
+	budgetCur atomic.Int64
+
+	pacer    pacer
+	model    serverModel   // what the server says is left
+	buckets  *bucketModels // the server's named buckets; nil until one is named
+	aimd     aimd          // the pace learned from bare throttles
+	aimdB    bucket        // aimd's pace, as a bucket of burst 1 that counts requests
+	window   learnedWindow // a fixed window learned from the throttles' waits
+	sent     uint64        // departures so far; the last one's number
+	firstAt  int64         // when the first departure left
+	probing  atomic.Bool   // no response has come yet
+	budget   *retryBudget  // nil when budgets are off
+	br       *breaker      // nil without WithBreaker
+	out      outage        // whether its host is down; see outage.go
+	queue    waitList
+	inflight int          // counted only with a bound on it
+	unseen   atomic.Int32 // departures whose outcome the key has not yet taken in
+	freedAt  int64        // when a full in-flight set last had a slot again
+	timer    *time.Timer
+	timerAt  int64 // when the armed timer fires; 0 when disarmed
+	evicted  bool  // removed from the key table; look the key up again
+
+	// statedUntil is the end of the last wait a server named that was
+	// longer than the cap (WithMaxServerWait); 0 when none. The key is
+	// held for the cap at most; a request whose wait would be longer fails
+	// at once (see holdStated).
+	statedUntil int64
+
+	// The bare throttles of a key with configured limits: the departures
+	// sent when the last one came, and when the last rareThrottles came.
+	throttleSeq uint64
+	throttleAt  [rareThrottles]int64
+}
+
+// acquire waits until a request of the given cost may leave on k, or fails.
+// On success the request holds one in-flight slot of k, which release gives
+// back, and acquire returns the number of its departure. A retry goes to
+// the front of the queue, ahead of new work. errEvicted asks the caller to
+// look the key up again.
+func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route string) (departure, error) {
+	now := k.env.now()
+	k.mu.Lock()
+	if k.evicted {
+		k.mu.Unlock()
+		return departure{}, errEvicted
+	}
+	if i, ok := k.pacer.tooBig(cost); ok {
+		k.mu.Unlock()
+		return departure{}, &CostError{Cost: int(cost), Limit: k.lims[i]}
+	}
+	if k.statedUntil > now {
+		if err := k.holdStated(now); err != nil {
+			k.mu.Unlock()
+			return departure{}, err
+		}
+	}
+	// Fast path: nobody waits, a slot is free and the pacer allows it now.
+	if k.queue.head == nil && k.hasSlot() && k.outageGate(now) {
+		if d := k.earliest(now, 1, cost, route); d <= now {
+			dep := k.take(now, now, cost, route)
+			k.mu.Unlock()
+			return dep, nil
+		}
+	}
+	if err := k.admissible(ctx, now, cost, front, route); err != nil {
+		k.mu.Unlock()
+		return departure{}, err
+	}
+	w := &waiter{ready: make(chan struct{}, 1), cost: cost, arrival: now, route: route}
+	w.deadline = k.deadline(ctx, now)
+	if front {
+		k.queue.pushFront(w)
+	} else {
+		k.queue.pushBack(w)
+	}
+	k.dispatch(now)
+	k.mu.Unlock()
+	if err := k.wait(ctx, w); err != nil {
+		return departure{}, err
+	}
+	return w.dep, nil
+}
+
+// departure is a request's leave to go: its number on the key, and when it
+// was free to go on the pacer's clock (it goes no earlier); with the
+// server's bucket that paced it, its number there.
+type departure struct {
+	seq    uint64
+	at     int64
+	sent   int64 // when it went: at, or later if the key let it go late
+	sub    *bucketModel
+	subSeq uint64
+}
+
+// earliest returns when n requests costing cost in all may leave on route,
+// at the earliest, by every constraint on k but the in-flight bound: its
+// limits, its pauses and its host's, what the server says is left, and the
+// pace learned from bare throttles.
+func (k *keyState) earliest(now, n, cost int64, route string) int64 {
+	d := k.pacer.earliest(now, n, cost)
+	if now < k.env.hostPauses.Load() {
+		d = max(d, k.host.pauseUntil.Load()) // some host is paused: maybe this one
+	}
+	if k.probing.Load() && k.sent > 0 {
+		// A key that knows nothing of its server yet sends one request and
+		// waits for its answer before sending more, but not for long: a
+		// slow first answer (a long call) must not hold the others up.
+		d = max(d, satAdd(k.firstAt, int64(probeWait)))
+	}
+	if m, _ := k.modelFor(route); m.known {
+		if md := m.earliest(d, float64(n)); md > d {
+			d = md
+			m.held = true
+		}
+	}
+	if k.window.on {
+		d = max(d, k.window.earliest(d))
+	} else if k.aimd.active {
+		d = k.aimdB.Earliest(d, n, cost)
+	}
+	return k.outageFloor(d)
+}
+
+// take records a departure on route at d (the instant it was free to go,
+// for the pacer) and now (when it goes, for what the server will count).
+func (k *keyState) take(d, now, cost int64, route string) departure {
+	k.pacer.take(d, cost)
+	dep := departure{seq: k.sent + 1, at: d, sent: max(d, now)}
+	if m, b := k.modelFor(route); b != nil {
+		b.sent++
+		dep.sub, dep.subSeq = b, b.sent
+		m.take(max(d, now), b.sent)
+		k.model.note(max(d, now), dep.seq) // what the key sent, for the pace of bare throttles
+	} else {
+		m.take(max(d, now), dep.seq)
+	}
+	k.window.take(d)
+	if k.aimd.active {
+		k.aimdB.Interval = k.aimd.interval(d)
+		k.aimdB.Take(d, cost)
+	}
+	if k.sent == 0 {
+		k.firstAt = d
+	}
+	k.sent++
+	k.outageTake(k.sent)
+	k.unseen.Add(1)
+	k.occupy()
+	return dep
+}
+
+// seen notes that a departure's outcome has been taken in (its response
+// observed, or its failure), or that it was never sent: until then the
+// key is not idle, since what the response says would update it.
+func (k *keyState) seen() { k.unseen.Add(-1) }
+
+// admissible decides, under k.mu, whether a request that cannot leave at
+// once may join the queue: the queue has room, the cost fits every burst,
+// and the wait already known to be needed fits both MaxWait and the
+// context's deadline.
+func (k *keyState) admissible(ctx context.Context, now, cost int64, front bool, route string) error {
+	opts := k.env.cfg.queue
+	if !front && (opts.MaxLen < 0 || k.queue.n >= int64(opts.MaxLen)) {
+		return ErrQueueFull
+	}
+	n, ahead := k.queue.n+1, k.queue.cost+cost
+	if front {
+		n, ahead = 1, cost
+	}
+	wait := time.Duration(k.earliest(now, n, ahead, route) - now)
+	var err *WaitError
+	if opts.MaxWait > 0 && wait > opts.MaxWait {
+		err = &WaitError{Wait: wait, Allowed: opts.MaxWait}
+	} else if dl, ok := ctx.Deadline(); ok {
+		if left := dl.Sub(k.env.clock()); wait > left {
+			err = &WaitError{Wait: wait, Allowed: max(left, 0)}
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	if next, ok := k.nextProbe(); ok && next >= now+int64(wait) {
+		err.NextProbe = k.env.wall(next) // the host is down: the wait is for its probe
+	}
+	return err
+}
+
+// wait blocks until w is admitted, its context ends or MaxWait passes.
+func (k *keyState) wait(ctx context.Context, w *waiter) error {
+	var expire <-chan time.Time
+	if mw := k.env.cfg.queue.MaxWait; mw > 0 {
+		tm := time.NewTimer(mw)
+		defer tm.Stop()
+		expire = tm.C
+	}
+	select {
+	case <-w.ready:
+		return w.err
+	case <-ctx.Done():
+		k.abandon(w)
+		return ctx.Err()
+	case <-expire:
+		k.abandon(w)
+		mw := k.env.cfg.queue.MaxWait
+		return &WaitError{Wait: mw, Allowed: mw}
+	}
+}
+
+// abandon takes w out of the queue, or, if it was admitted meanwhile, gives
+// back what it took, and lets the requests behind it move up.
+func (k *keyState) abandon(w *waiter) {
+	now := k.env.now()
+	k.mu.Lock()
+	if w.admitted {
+		k.pacer.giveBack(now, w.cost)
+		k.releaseLocked(now)
+		k.settleLocked(now, w.dep.seq, hostUnknown)
+		k.out.lastAnswer.Store(now + 1)
+		k.seen()
+	} else {
+		k.queue.remove(w)
+	}
+	k.dispatch(now)
+	k.mu.Unlock()
+}
+
+// release gives back the in-flight slot a request held.
+func (k *keyState) release() {
+	if k.env.cfg.maxInFlight <= 0 {
+		return
+	}
+	now := k.env.now()
+	k.mu.Lock()
+	k.releaseLocked(now)
+	k.dispatch(now)
+	k.mu.Unlock()
+}
+
+// occupy and releaseLocked count the requests in flight, when a bound on
+// them asks for it.
+func (k *keyState) occupy() {
+	if k.env.cfg.maxInFlight > 0 {
+		k.inflight++
+	}
+}
+
+func (k *keyState) releaseLocked(now int64) {
+	m := k.env.cfg.maxInFlight
+	if m <= 0 {
+		return
+	}
+	if k.inflight == m {
+		k.freedAt = now
+	}
+	k.inflight--
+}
+
+func (k *keyState) hasSlot() bool {
+	m := k.env.cfg.maxInFlight
+	return m <= 0 || k.inflight < m
+}
+
+// dispatch admits waiters from the head of the queue while they may leave
+// at now, and arms the key's timer for the first one that must wait for the
+// pacer. Called with k.mu held after anything that could let a waiter go.
+//
+// A waiter leaves at the instant it became free to leave, not at the
+// instant the timer happened to run, so timer latency does not add up into
+// drift over a long run.
+func (k *keyState) dispatch(now int64) {
+	for w := k.queue.head; w != nil; w = k.queue.head {
+		if !k.hasSlot() {
+			break // release dispatches again
+		}
+		if !k.outageGate(now) {
+			if k.out.probing {
+				break // the probe's answer dispatches again
+			}
+			return // a stall: the next answer dispatches again, or the timer
+		}
+		d := k.earliest(max(w.arrival, k.freedAt), 1, w.cost, w.route)
+		if d == math.MaxInt64 {
+			if k.probing.Load() {
+				break // until the answer comes
+			}
+			d = satAdd(now, int64(time.Second)) // look again
+		}
+		if d > now {
+			k.arm(now, d)
+			return
+		}
+		w.dep = k.take(d, now, w.cost, w.route)
+		k.queue.remove(w)
+		w.admitted = true
+		w.ready <- struct{}{}
+	}
+	k.disarm()
+}
+
+func (k *keyState) arm(now, at int64) {
+	if k.timerAt == at {
+		return
+	}
+	k.timerAt = at
+	if k.timer == nil {
+		k.timer = time.AfterFunc(time.Duration(at-now), k.onTimer)
+		return
+	}
+	k.timer.Reset(time.Duration(at - now))
+}
+
+func (k *keyState) disarm() {
+	if k.timerAt != 0 {
+		k.timer.Stop()
+		k.timerAt = 0
+	}
+}
+
+func (k *keyState) onTimer() {
+	now := k.env.now()
+	k.mu.Lock()
+	k.timerAt = 0
+	k.dispatch(now)
+	k.mu.Unlock()
+}
+
+// idle reports, under k.mu, whether k holds nothing that a new keyState
+// would not: no waiter, nothing in flight (with or without a bound on it),
+// nothing owed to the pacer, no pause, nothing being learned, and no
+// breaker but a closed one.
+func (k *keyState) idle(now int64) bool {
+	return k.queue.head == nil && k.inflight == 0 && k.unseen.Load() == 0 && k.timerAt == 0 && k.pacer.idle(now) &&
+		k.model.idle(now) && k.aimd.idle(now) && k.window.idle() && k.host.pauseUntil.Load() <= now && k.statedUntil <= now && !k.out.down &&
+		(k.br == nil || BreakerState(k.br.lastState.Load()) == BreakerClosed)
+}
+
+// holdStated applies, under k.mu at now, a wait the server named that was
+// longer than the cap: while what is left of it is still longer, a request
+// fails at once with a *WaitError that names it; once it fits the cap, the
+// key is paused until its end.
+func (k *keyState) holdStated(now int64) error {
+	left, limit := time.Duration(k.statedUntil-now), k.env.cfg.maxRetryAfter
+	if left > limit {
+		return &WaitError{Wait: left, Allowed: limit, Stated: true}
+	}
+	k.pacer.pause(k.statedUntil)
+	return nil
+}
+
+// deadline returns, on the pacer's clock, when a request with ctx that
+// joins the queue at now must have left: its context's deadline or the
+// end of MaxWait, whichever comes first; 0 for neither.
+func (k *keyState) deadline(ctx context.Context, now int64) int64 {
+	var d int64
+	if mw := k.env.cfg.queue.MaxWait; mw > 0 {
+		d = satAdd(now, int64(mw))
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		if c := max(int64(dl.Sub(k.env.epoch)), 1); d == 0 || c < d {
+			d = c
+		}
+	}
+	return d
+}
+
+// probeWait bounds how long a key with no limit waits for the answer to
+// its first request before it sends more.
+const probeWait = time.Second
+
+// endProbe lets a key that waited for its first answer go on.
+func (k *keyState) endProbe() {
+	if k.probing.Load() {
+		k.mu.Lock()
+		k.probing.Store(false)
+		k.dispatch(k.env.now())
+		k.mu.Unlock()
+	}
+}
+
+// observe applies what the response to dep, sent on route, said, at now.
+// coarse reports that the response stated its reset to the second.
+func (k *keyState) observe(now int64, dep departure, route string, sig *Signal, coarse bool) {
+	seq := dep.seq
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.probing.Store(false)
+	pausedTill := max(k.pacer.pauseUntil, k.host.pauseUntil.Load()) // before this response
+	// A wait the server names holds the key for the cap at most: a longer
+	// one is remembered, and fails at once the requests it would hold
+	// longer (see holdStated).
+	limit := k.env.cfg.maxRetryAfter
+	wait := min(sig.Wait, limit)
+	if sig.Throttled && sig.HasWait {
+		until := satAdd(now, int64(wait))
+		if sig.Scope == ScopeGlobal {
+			k.host.pause(until)
+			k.env.hostPaused(until)
+		} else {
+			k.pacer.pause(until)
+		}
+	}
+	switch {
+	case sig.Bucket != "" && sig.HasRemaining:
+		k.observeBucket(now, dep, route, sig, coarse)
+	case dep.sub != nil && dep.sub.m.known:
+		if sig.Throttled {
+			// Rejected by another limit than its bucket's (a global one):
+			// the bucket did not count it.
+			dep.sub.m.correct(now, dep.at, 1)
+		}
+	default:
+		k.model.secondReset = coarse
+		k.model.observe(now, seq, k.sent, sig)
+		k.model.resetAt = min(k.model.resetAt, satAdd(now, int64(limit)))
+	}
+	if sig.HasWait && sig.Wait > limit && (sig.Throttled || k.model.rate == 0) {
+		k.statedUntil = max(k.statedUntil, satAdd(now, int64(sig.Wait)))
+		err := &WaitError{Wait: sig.Wait, Allowed: limit, Stated: true}
+		for w := k.queue.head; w != nil; w = k.queue.head {
+			k.queue.remove(w)
+			w.err = err
+			w.ready <- struct{}{}
+		}
+	}
+	if sig.Throttled && sig.HasWait && !sig.HasRemaining && !sig.Permanent && sig.Wait%time.Second != 0 {
+		// A wait in whole seconds ends up to a second after the boundary it
+		// rounds: only a finer one (a date on a skewed clock, Discord's
+		// retry_after) can say where windows end, and a date only once the
+		// server's clock is known well.
+		k.window.throttled(satAdd(now, int64(sig.Wait)), seq, k.sent)
+	}
+	if sig.Throttled && !sig.HasRemaining && !k.model.known && !sig.Permanent && k.buckets == nil && !k.rareThrottle(now, seq) {
+		if !k.aimd.active {
+			k.aimd.ceiling = k.ceiling()
+			k.model.track() // the cuts to come measure what was sent
+			if k.throttleSeq > 0 {
+				// Throttles came before, taken as accidents: this one is no
+				// first burst, but of a key at its configured pace, whose
+				// burst went out after each pause.
+				k.aimd.active, k.aimd.wmax, k.aimd.burst = true, k.aimd.ceiling, float64(k.minBurst())
+				k.aimd.cutAt = now - int64(time.Hour)
+			}
+		}
+		n, span, known := k.model.recent(now, pausedTill)
+		k.aimd.throttled(now, seq, k.sent, n, span, known, known && pausedTill > now-int64(time.Second))
+		k.aimdB.Interval, k.aimdB.Burst, k.aimdB.Unweighted = k.aimd.interval(now), 1, true
+		// The throttle emptied the server's bucket: the next request waits
+		// for the end of the pause the server named, or else one interval
+		// at the new pace.
+		if sig.HasWait {
+			k.aimdB.TAT = satAdd(now, int64(wait))
+		} else {
+			k.aimdB.TAT = max(k.aimdB.TAT, satAdd(now, k.aimdB.Interval))
+		}
+	}
+	k.dispatch(now)
+}
+
+// rareThrottles is how many throttles a key with configured limits takes
+// within rareSpan as accidents (a burst bunched up by the network) before
+// it lowers its pace below the limits.
+const (
+	rareThrottles = 2
+	rareSpan      = 10 * time.Second
+)
+
+// rareThrottle reports, under k.mu, whether a bare throttle of departure
+// seq at now is one that a key with configured limits trusts them through:
+// it pauses for the wait the server states, then goes back to its
+// configured pace, as long as no more than rareThrottles throttles came
+// within rareSpan. Throttles of requests sent before the previous one came
+// are the same accident. A key without limits, or one already adapting,
+// has no pace to trust.
+func (k *keyState) rareThrottle(now int64, seq uint64) bool {
+	if len(k.pacer.buckets) == 0 || k.aimd.active {
+		return false
+	}
+	if seq <= k.throttleSeq {
+		return true
+	}
+	k.model.track() // if the throttles keep coming, what was sent tells the pace
+	rare := k.throttleAt[0] == 0 || now-k.throttleAt[0] > int64(rareSpan)
+	copy(k.throttleAt[:], k.throttleAt[1:])
+	k.throttleAt[rareThrottles-1] = now
+	k.throttleSeq = k.sent
+	return rare
+}
+
+// minBurst returns the smallest burst of k's limits; 0 when it has none.
+func (k *keyState) minBurst() int64 {
+	var m int64
+	for i, b := range k.pacer.buckets {
+		if i == 0 || b.Burst < m {
+			m = b.Burst
+		}
+	}
+	return m
+}
+
+// ceiling returns the fastest rate, per second, that k's limits allow in
+// the long run; 0 when it has none.
+func (k *keyState) ceiling() float64 {
+	c := 0.0
+	for _, b := range k.pacer.buckets {
+		if r := 1e9 / float64(b.Interval); c == 0 || r < c {
+			c = r
+		}
+	}
+	return c
+}
+
+// failWaiters fails every request waiting on k with err, at once: an open
+// breaker does not keep them waiting behind it.
+func (k *keyState) failWaiters(err error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for w := k.queue.head; w != nil; w = k.queue.head {
+		k.queue.remove(w)
+		w.err = err
+		w.ready <- struct{}{}
+	}
+	k.disarm()
+}
+
+// watchBreaker wraps the outcome callback of a request on k so that the
+// failure that opens k's breaker also fails the requests queued behind it.
+func (k *keyState) watchBreaker(done func(outcome)) func(outcome) {
+	return func(o outcome) {
+		done(o)
+		if o == outcomeFailure && k.br.state() == BreakerOpen {
+			k.failWaiters(k.br.openError(gobreaker.ErrOpenState, time.Now()))
+		}
+	}
+}
+
+// countRequest counts a first attempt, sent at at on the pacer's clock, in
+// k's retry budget.
+func (k *keyState) countRequest(at int64) {
+	if k.budget == nil {
+		return
+	}
+	if idx := at / int64(k.budget.width); idx != k.budgetIdx.Load() {
+		k.flushBudget(idx)
+	}
+	k.budgetCur.Add(1)
+}
+
+// flushBudget hands the requests counted so far to k's budget, and counts
+// from now on in the bucket of time index idx.
+func (k *keyState) flushBudget(idx int64) {
+	if k.budget == nil {
+		return
+	}
+	old := k.budgetIdx.Swap(idx)
+	k.budget.addAt(old, k.budgetCur.Swap(0))
+}
+
+// budgetWidth returns the width of k's budget buckets, in nanoseconds; 0
+// without a budget.
+func (k *keyState) budgetWidth() int64 {
+	if k.budget == nil {
+		return 0
+	}
+	return int64(k.budget.width)
+}
