@@ -95,7 +95,7 @@ func TestRedisStalled(t *testing.T) {
 	srv := startRedis(t)
 	for _, honour := range []bool{true, false} {
 		c := redis.NewClient(&redis.Options{Addr: srv.addr(), ContextTimeoutEnabled: honour, ReadTimeout: 10 * time.Second})
-		q := NewRedis(c, WithPrefix(testPrefix(t)), WithFailureMode(FailClosed), WithRetryInterval(time.Hour))
+		q := NewRedis(c, WithPrefix(testPrefix(t)), WithFailureMode(FailClosed), WithRetryInterval(time.Hour), WithTimeout(500*time.Millisecond))
 		if q.guard == honour {
 			t.Fatalf("guard %v for ContextTimeoutEnabled %v", q.guard, honour)
 		}

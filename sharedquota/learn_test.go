@@ -16,7 +16,7 @@ import (
 func TestLearnShared(t *testing.T) {
 	addr := redisAddr(t)
 	a := newQuota(t, newClient(t, addr))
-	b := NewRedis(newClient(t, addr), WithPrefix(a.cfg.prefix))
+	b := NewRedis(newClient(t, addr), WithTimeout(slowTimeout), WithPrefix(a.cfg.prefix))
 	defer b.Close()
 	ctx := context.Background()
 
@@ -126,7 +126,7 @@ func TestLearnThroughTransports(t *testing.T) {
 			}))
 			defer srv.Close()
 			newTransport := func() *headway.Transport {
-				q := NewRedis(newClient(t, addr), WithPrefix(prefix))
+				q := NewRedis(newClient(t, addr), WithTimeout(slowTimeout), WithPrefix(prefix))
 				t.Cleanup(func() { q.Close() })
 				return headway.New(srv.Client().Transport,
 					headway.WithKey(func(*http.Request) string { return "api-" + tc.name }),

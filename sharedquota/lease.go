@@ -37,10 +37,10 @@ func (r *Redis) reserveLease(ctx context.Context, ks *keyState, limits []headway
 	v, err := r.eval(ctx, reserveScript, ks.keys, args)
 	if err == nil {
 		var waits []int64
-		var pause int64
-		if waits, pause, err = reserveReply(make([]int64, 0, n), v, n, r.maxReplyUs(), r.capUs()); err == nil {
+		var tail replyTail
+		if waits, tail, err = reserveReply(make([]int64, 0, n), v, n, r.maxReplyUs(), r.capUs()); err == nil {
 			r.up(ks)
-			ks.shared(r.now(), waits[len(waits)-1], withinUs, pause)
+			ks.shared(r.now(), waits[len(waits)-1], withinUs, tail)
 			if len(waits) == 1 && waits[0] > withinUs {
 				r.stats.reservations.Add(1)
 				return time.Duration(waits[0]) * time.Microsecond, nil // nothing spent

@@ -18,7 +18,7 @@ import (
 func TestLeaseSlots(t *testing.T) {
 	addr := redisAddr(t)
 	a := newQuota(t, newClient(t, addr), WithLease(10), WithHeartbeat(time.Hour))
-	b := NewRedis(newClient(t, addr), WithPrefix(a.cfg.prefix), WithLease(10), WithHeartbeat(time.Hour))
+	b := NewRedis(newClient(t, addr), WithTimeout(slowTimeout), WithPrefix(a.cfg.prefix), WithLease(10), WithHeartbeat(time.Hour))
 	defer b.Close()
 	lim := headway.Every(time.Second)
 	for i := range 25 {
@@ -57,7 +57,7 @@ func runLease(t testing.TB, rate, burst, lease int, dur time.Duration) (trips, r
 	var wg sync.WaitGroup
 	qs := make([]*Redis, 3)
 	for i := range qs {
-		qs[i] = NewRedis(newClient(t, addr), WithPrefix(prefix), WithLease(lease))
+		qs[i] = NewRedis(newClient(t, addr), WithTimeout(slowTimeout), WithPrefix(prefix), WithLease(lease))
 		for range 8 {
 			wg.Go(func() {
 				for ctx.Err() == nil {

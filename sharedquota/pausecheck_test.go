@@ -19,7 +19,7 @@ import (
 func TestPauseHoldsReservedRequests(t *testing.T) {
 	addr := redisAddr(t)
 	a := newQuota(t, newClient(t, addr))
-	b := NewRedis(newClient(t, addr), WithPrefix(a.cfg.prefix))
+	b := NewRedis(newClient(t, addr), WithTimeout(slowTimeout), WithPrefix(a.cfg.prefix))
 	defer b.Close()
 
 	var mu sync.Mutex
@@ -105,7 +105,7 @@ func TestPauseHoldsReservedRequests(t *testing.T) {
 func TestPausePublished(t *testing.T) {
 	addr := redisAddr(t)
 	a := newQuota(t, newClient(t, addr))
-	b := NewRedis(newClient(t, addr), WithPrefix(a.cfg.prefix), WithHeartbeat(time.Hour))
+	b := NewRedis(newClient(t, addr), WithTimeout(slowTimeout), WithPrefix(a.cfg.prefix), WithHeartbeat(time.Hour))
 	defer b.Close()
 	ctx := context.Background()
 	waitFor(t, 10*time.Second, func() bool { return b.sub.since.Load() != 0 })

@@ -109,7 +109,7 @@ func TestPoisonedTATWaitsOneInterval(t *testing.T) {
 func TestLongPausesAreCapped(t *testing.T) {
 	addr := redisAddr(t)
 	a := newQuota(t, newClient(t, addr))
-	b := NewRedis(newClient(t, addr), WithPrefix(a.cfg.prefix))
+	b := NewRedis(newClient(t, addr), WithTimeout(slowTimeout), WithPrefix(a.cfg.prefix))
 	defer b.Close()
 	ctx := context.Background()
 	capWait := maxServerWait

@@ -71,7 +71,7 @@ func TestRecoveryReconciles(t *testing.T) {
 func TestOneHeartbeatPerRound(t *testing.T) {
 	addr := redisAddr(t)
 	a := newQuota(t, newClient(t, addr), WithHeartbeat(50*time.Millisecond))
-	b := NewRedis(newClient(t, addr), WithPrefix(a.cfg.prefix), WithHeartbeat(50*time.Millisecond))
+	b := NewRedis(newClient(t, addr), WithTimeout(slowTimeout), WithPrefix(a.cfg.prefix), WithHeartbeat(50*time.Millisecond))
 	lim := headway.PerSecond(1000)
 	for i := range 2000 {
 		reserve(t, a, "key-"+string(rune('a'+i%26))+time.Duration(i).String(), 1, lim)
@@ -94,4 +94,37 @@ func TestOneHeartbeatPerRound(t *testing.T) {
 	}
 	// Withdrawn: a counts one again once the last three looks agree.
 	waitFor(t, 10*time.Second, func() bool { return a.Live("key-a0s") == 1 })
+}
+
+// TestFallbackStartsAfterTheSharedSchedule: a process that falls back
+// starts after the latest slot any process booked (which every reply
+// tells it), not after its own: the slots the others still hold are not
+// sent beside. (Issue 10, item 3: entering fallback cost 2-4 throttles.)
+func TestFallbackStartsAfterTheSharedSchedule(t *testing.T) {
+	srv := startRedis(t)
+	opts := []Option{WithPrefix(testPrefix(t)), WithHeartbeat(50 * time.Millisecond), WithFallbackProcesses(1)}
+	a := NewRedis(newClient(t, srv.addr()), opts...)
+	defer a.Close()
+	b := NewRedis(newClient(t, srv.addr()), opts...)
+	defer b.Close()
+	lim := headway.Every(time.Second)
+	timedReserve(t, a, lim) // a's slot: 0
+	for range 5 {
+		timedReserve(t, b, lim) // b's: 1s to 5s
+	}
+	// a asks for a slot it cannot wait for: nothing spent, but it learns
+	// that the schedule is booked to 5s.
+	if d, err := a.Reserve(context.Background(), "k", []headway.Limit{lim}, 1, 0); err != nil || d < 5*time.Second {
+		t.Fatalf("refused reservation: %v, %v", d, err)
+	}
+	srv.kill()
+	d, err := timedReserve(t, a, lim)
+	if err != nil || a.Stats().Degraded != 1 {
+		t.Fatalf("fallback: %v, %v, %+v", d, err, a.Stats())
+	}
+	// Booked to 5s; a alone (it counted 2 at most, 1 if the heartbeat has
+	// not looked yet): its first fallback slot is one interval after.
+	if d < 5500*time.Millisecond {
+		t.Fatalf("the fallback's first slot is %v from now, inside the shared schedule (booked to 5s)", d)
+	}
 }

@@ -235,7 +235,7 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 		v      any
 		err    error
 		w      int64
-		pause  int64
+		tail   replyTail
 		args   []any
 		script *redis.Script
 	)
@@ -253,14 +253,14 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 	if v, err = r.eval(ctx, script, ks.keys, args); err == nil {
 		var waits [1]int64
 		var ws []int64
-		if ws, pause, err = reserveReply(waits[:0], v, 1, r.maxReplyUs(), r.capUs()); err == nil {
+		if ws, tail, err = reserveReply(waits[:0], v, 1, r.maxReplyUs(), r.capUs()); err == nil {
 			w = ws[0]
 		}
 	}
 	if err == nil {
 		r.up(ks)
 		r.stats.reservations.Add(1)
-		ks.shared(r.now(), w, withinUs, pause)
+		ks.shared(r.now(), w, withinUs, tail)
 		return time.Duration(w) * time.Microsecond, nil
 	}
 	if r.failed(ctx, ks, err) {
@@ -289,17 +289,19 @@ func (ks *keyState) floors(limits []headway.Limit, now int64) (pause int64, tats
 }
 
 // shared notes a reservation that Redis answered at now with a wait of w
-// µs, within withinUs, and a pause of pause µs: the fallback, if any, is
-// over (the script recorded its floors), a slot spent is the latest
-// departure known here, and the pause is known as of now, which spares
-// PausedFor a round trip (see pauseCoalesce).
-func (ks *keyState) shared(now, w, withinUs, pause int64) {
+// µs, within withinUs, and the reply's tail: the fallback, if any, is over
+// (the script recorded its floors); the latest departure booked by any
+// process is where a fallback would start (so that it does not send beside
+// slots other processes still hold); and the pause is known as of now,
+// which spares PausedFor a round trip (see pauseCoalesce).
+func (ks *keyState) shared(now, w, withinUs int64, tail replyTail) {
 	ks.mu.Lock()
 	ks.fallback = false
 	if w <= withinUs {
 		ks.lastDep = max(ks.lastDep, now+w*1000)
 	}
-	ks.pauseUntil = max(ks.pauseUntil, now+pause*1000)
+	ks.lastDep = max(ks.lastDep, now+tail.last*1000)
+	ks.pauseUntil = max(ks.pauseUntil, now+tail.pause*1000)
 	ks.mu.Unlock()
 	ks.checked.Store(now)
 }

@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 
 func newQuota(t testing.TB, c redis.UniversalClient, opts ...Option) *Redis {
 	t.Helper()
-	q := NewRedis(c, append([]Option{WithPrefix(testPrefix(t))}, opts...)...)
+	q := NewRedis(c, append([]Option{WithPrefix(testPrefix(t)), WithTimeout(slowTimeout)}, opts...)...)
 	t.Cleanup(func() { q.Close() })
 	return q
 }
@@ -96,7 +96,7 @@ func TestReserveAllLimitsAtOnce(t *testing.T) {
 func TestKeysHashedTaggedAndExpiring(t *testing.T) {
 	c := newClient(t, redisAddr(t))
 	prefix := testPrefix(t)
-	q := NewRedis(c, WithPrefix(prefix), WithHeartbeat(100*time.Millisecond))
+	q := NewRedis(c, WithPrefix(prefix), WithHeartbeat(100*time.Millisecond), WithTimeout(slowTimeout))
 	defer q.Close()
 	secret := "Bearer sk-live-secret"
 	reserve(t, q, secret, 1, headway.PerSecond(10).WithBurst(2))
@@ -132,7 +132,7 @@ func TestKeysHashedTaggedAndExpiring(t *testing.T) {
 func TestPauseShared(t *testing.T) {
 	addr := redisAddr(t)
 	a := newQuota(t, newClient(t, addr))
-	b := NewRedis(newClient(t, addr), WithPrefix(a.cfg.prefix))
+	b := NewRedis(newClient(t, addr), WithTimeout(slowTimeout), WithPrefix(a.cfg.prefix))
 	defer b.Close()
 	lim := headway.PerSecond(1000).WithBurst(100)
 	if err := a.Pause(context.Background(), "k", 3*time.Second); err != nil {
@@ -197,8 +197,10 @@ func TestInvalid(t *testing.T) {
 }
 
 func TestReplyChecks(t *testing.T) {
-	for _, v := range []any{nil, "x", int64(3), []any{"1", int64(0)}, []any{int64(-1), int64(0)}, []any{int64(1), int64(2), int64(0)},
-		[]any{}, []any{int64(1)}, []any{int64(101), int64(0)}, []any{int64(1), int64(51)}, []any{int64(1), int64(-1)}} {
+	z := int64(0)
+	for _, v := range []any{nil, "x", int64(3), []any{"1", z, z}, []any{int64(-1), z, z}, []any{int64(1), int64(2), z, z},
+		[]any{}, []any{int64(1), z}, []any{int64(101), z, z}, []any{int64(1), int64(51), z}, []any{int64(1), int64(-1), z},
+		[]any{z, z, int64(101)}, []any{z, z, int64(-1)}} {
 		_, _, err := reserveReply(nil, v, 1, 100, 50)
 		var re *ReplyError
 		if !errors.As(err, &re) || !errors.Is(err, ErrBadReply) || !strings.HasPrefix(err.Error(), "sharedquota: ") {
@@ -208,7 +210,7 @@ func TestReplyChecks(t *testing.T) {
 	if _, err := intReply("pause", "1"); !errors.Is(err, ErrBadReply) {
 		t.Errorf("intReply(string) = %v", err)
 	}
-	if w, p, err := reserveReply(nil, []any{int64(0), int64(7), int64(50)}, 2, 100, 50); err != nil || w[1] != 7 || p != 50 {
+	if w, p, err := reserveReply(nil, []any{int64(0), int64(7), int64(50), int64(90)}, 2, 100, 50); err != nil || w[1] != 7 || p.pause != 50 || p.last != 90 {
 		t.Errorf("reserveReply(good) = %v, %v, %v", w, p, err)
 	}
 	ue := &UnavailableError{Op: "reserve", Err: context.DeadlineExceeded}
@@ -277,6 +279,11 @@ func TestOneLimitScriptSharesState(t *testing.T) {
 // forever is a within longer than any wait in the tests.
 const forever = 24 * time.Hour
 
+// slowTimeout bounds the tests' calls to Redis instead of the default 50ms:
+// on a loaded machine a call may take longer, and Redis slow is still
+// Redis, not a fallback. The fault tests set their own.
+const slowTimeout = 2 * time.Second
+
 // TestSaltAndPrefix: with a salt, a quota's name is an HMAC of the key
 // (no one reading Redis can test a guessed token without the salt), and
 // processes share it only with the same salt; a prefix with Cluster hash
@@ -284,11 +291,11 @@ const forever = 24 * time.Hour
 func TestSaltAndPrefix(t *testing.T) {
 	addr := redisAddr(t)
 	plain := newQuota(t, newClient(t, addr))
-	salted := NewRedis(newClient(t, addr), WithPrefix(plain.cfg.prefix), WithSalt([]byte("s3cret")))
+	salted := NewRedis(newClient(t, addr), WithTimeout(slowTimeout), WithPrefix(plain.cfg.prefix), WithSalt([]byte("s3cret")))
 	defer salted.Close()
-	other := NewRedis(newClient(t, addr), WithPrefix(plain.cfg.prefix), WithSalt([]byte("another")))
+	other := NewRedis(newClient(t, addr), WithTimeout(slowTimeout), WithPrefix(plain.cfg.prefix), WithSalt([]byte("another")))
 	defer other.Close()
-	same := NewRedis(newClient(t, addr), WithPrefix(plain.cfg.prefix), WithSalt([]byte("s3cret")))
+	same := NewRedis(newClient(t, addr), WithTimeout(slowTimeout), WithPrefix(plain.cfg.prefix), WithSalt([]byte("s3cret")))
 	defer same.Close()
 	q1, _ := plain.KeyNames("token")
 	q2, _ := salted.KeyNames("token")

@@ -123,6 +123,13 @@ for i = 1, n do
     fix = true
   end
 end
+-- last is how far ahead of now the schedule is booked: until when its
+-- buckets are empty (TAT - burst·T), the next departure one interval on.
+local function last()
+  local l = now
+  for i = 1, n do l = math.max(l, tat[i] - burst[i] * iv[i]) end
+  return l - now
+end
 local waits = {}
 for s = 1, slots do
   local d = math.max(now, pause)
@@ -136,6 +143,7 @@ for s = 1, slots do
 end
 if #waits == 1 and waits[1] > within and not fix then
   waits[2] = math.max(pause - now, 0)
+  waits[3] = last()
   return waits
 end
 local need = pause
@@ -162,6 +170,7 @@ if #hs > 0 then
   end
 end
 waits[#waits + 1] = math.max(pause - now, 0)
+waits[#waits + 1] = last()
 return waits
 `
 
@@ -201,7 +210,7 @@ if floor > 0 and now + math.min(floor, cap + room + step) > tat then
 end
 local d = math.max(now, pause, tat - room)
 local spend = d - now <= tonumber(ARGV[5])
-if not spend and not fix then return {d - now, math.max(pause - now, 0)} end
+if not spend and not fix then return {d - now, math.max(pause - now, 0), math.max(tat - room - step - now, 0)} end
 if spend then tat = math.max(tat, d) + step end
 local hs = {ARGV[1], string.format('%d', tat)}
 if fix then
@@ -220,7 +229,7 @@ if fix or exp == nil or exp < need + margin / 2 then
 else
   redis.call('HSET', KEYS[1], unpack(hs))
 end
-return {d - now, math.max(pause - now, 0)}
+return {d - now, math.max(pause - now, 0), math.max(tat - room - step - now, 0)}
 `
 
 // pauseScript makes the quota's pause last at least ARGV[1] µs from now; a
@@ -323,31 +332,40 @@ func intReply(script string, v any) (int64, error) {
 	return n, nil
 }
 
+// replyTail is what a reserve script returns after the waits: the time
+// left of the pause, and how far ahead the shared schedule is booked
+// (until when its buckets are empty: TAT − burst·T), both in µs.
+type replyTail struct{ pause, last int64 }
+
 // reserveReply checks that v, a reserve script's reply, is an array of 1
 // to want waits from 0 to most µs followed by the time left of the pause,
-// from 0 to capUs; it appends the waits to dst.
-func reserveReply(dst []int64, v any, want int, most, capUs int64) (waits []int64, pause int64, err error) {
+// from 0 to capUs, and the schedule's last departure, from 0 to most; it
+// appends the waits to dst.
+func reserveReply(dst []int64, v any, want int, most, capUs int64) (waits []int64, tail replyTail, err error) {
 	arr, ok := v.([]any)
 	if !ok {
-		return dst, 0, &ReplyError{Script: "reserve", Reply: v, Reason: "want an array"}
+		return dst, tail, &ReplyError{Script: "reserve", Reply: v, Reason: "want an array"}
 	}
-	if len(arr) < 2 || len(arr) > want+1 {
-		return dst, 0, &ReplyError{Script: "reserve", Reply: v, Reason: "wrong number of waits"}
+	if len(arr) < 3 || len(arr) > want+2 {
+		return dst, tail, &ReplyError{Script: "reserve", Reply: v, Reason: "wrong number of waits"}
 	}
 	for i, e := range arr {
 		n, ok := e.(int64)
 		hi := most
-		if i == len(arr)-1 {
+		if i == len(arr)-2 {
 			hi = capUs
 		}
 		if !ok || n < 0 || n > hi {
-			return dst, 0, &ReplyError{Script: "reserve", Reply: v, Reason: "want integers from 0 to the cap"}
+			return dst, tail, &ReplyError{Script: "reserve", Reply: v, Reason: "want integers from 0 to the cap"}
 		}
-		if i < len(arr)-1 {
+		switch i {
+		case len(arr) - 2:
+			tail.pause = n
+		case len(arr) - 1:
+			tail.last = n
+		default:
 			dst = append(dst, n)
-		} else {
-			pause = n
 		}
 	}
-	return dst, pause, nil
+	return dst, tail, nil
 }

@@ -29,7 +29,7 @@ func TestReserveSpendsNothingBeyondWithin(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newQuota(t, newClient(t, addr), tc.opts...)
-			b := NewRedis(newClient(t, addr), append(tc.opts, WithPrefix(a.cfg.prefix))...)
+			b := NewRedis(newClient(t, addr), append(tc.opts, WithPrefix(a.cfg.prefix), WithTimeout(slowTimeout))...)
 			defer b.Close()
 			ctx := context.Background()
 			within := 2500 * time.Millisecond
