@@ -456,6 +456,7 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, rou
 		hv := hostVerdict(resp, nil, ctx.Err(), &sig)
 		k.settle(dep, hv)
 		k.endProbe()
+		k.answered(dep)
 		return sig, hv
 	}
 	in := SignalInput{Status: resp.StatusCode, Header: resp.Header}
@@ -476,6 +477,7 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, rou
 	k.settle(dep, hv)
 	if !sig.Throttled && !sig.HasWait && !sig.HasRemaining && sig.Limit == 0 {
 		k.endProbe()
+		k.answered(dep)
 		return sig, hv
 	}
 	now := t.now()
