@@ -1,6 +1,8 @@
 package headway
 
 import (
+	"context"
+	"log/slog"
 	"math"
 	"net/http"
 	"sync/atomic"
@@ -36,7 +38,9 @@ type outage struct {
 	probes  int64  // probes sent in the current outage
 	bo      *backoff.ExponentialBackOff
 	clock   clockAt
-	isDown  atomic.Bool // down, read without the lock
+	isDown  atomic.Bool   // down, read without the lock
+	changes atomic.Uint64 // times down changed
+	logged  atomic.Uint64 // changes logged (see observer.outage)
 
 	// What tells a stall (see outageGate).
 	firstOut   atomic.Int64 // 1 + when the first request sent since the last answer went
@@ -47,8 +51,38 @@ type outage struct {
 
 // setDown sets o.down, and its copy read without the lock.
 func (o *outage) setDown(down bool) {
+	if o.down != down {
+		o.changes.Add(1)
+	}
 	o.down = down
 	o.isDown.Store(down)
+}
+
+// outage logs, at Info, that the host of key went down or came back, once
+// for each change of k's outage state: the first request to see the change
+// logs it, after k's locks are released.
+func (ob *observer) outage(ctx context.Context, req *http.Request, key string, k *keyState) {
+	if ob.log == nil {
+		return
+	}
+	o := &k.out
+	n, seen := o.changes.Load(), o.logged.Load()
+	if n == seen || !o.logged.CompareAndSwap(seen, n) || !ob.log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	attrs := []slog.Attr{slog.String("key", keyID(key))}
+	if req.URL != nil {
+		attrs = append(attrs, slog.String("host", req.URL.Host))
+	}
+	k.mu.Lock()
+	down, next := o.down, o.next
+	k.mu.Unlock()
+	if !down {
+		ob.log.LogAttrs(ctx, slog.LevelInfo, "headway: host back", attrs...)
+		return
+	}
+	attrs = append(attrs, slog.Time("next_probe", k.env.wall(next)))
+	ob.log.LogAttrs(ctx, slog.LevelInfo, "headway: host down, probing", attrs...)
 }
 
 // outageVerdict is what one answer tells a key about its host.
