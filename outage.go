@@ -18,10 +18,11 @@ import (
 // the queue drains at once at the key's pace.
 //
 // Outcomes are told apart by departure number, as gobreaker tells them
-// apart by generation: a success of a request sent before the outage began
-// does not end it, a failure of a request sent before it ended does not
-// start another, and only the probe's own failure pushes the next probe
-// out.
+// apart by generation: a success of a request sent before the failure that
+// began the outage does not end it (one sent after it does: the host
+// answers, only a route of it failed), a failure of a request sent before
+// the outage ended does not start another, and only the probe's own
+// failure pushes the next probe out.
 //
 // Its fields are guarded by the key's mutex; times are on the pacer's clock.
 type outage struct {
@@ -30,7 +31,7 @@ type outage struct {
 	probe   uint64 // the probe's departure number, while probing
 	next    int64  // when the next probe may leave
 	since   int64  // when the outage began
-	downAt  uint64 // the last departure before the outage began
+	downAt  uint64 // the departure whose failure began the outage
 	upAt    uint64 // the last departure before the last outage ended
 	probes  int64  // probes sent in the current outage
 	bo      *backoff.ExponentialBackOff
@@ -232,7 +233,10 @@ func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict) {
 	o := &k.out
 	switch {
 	case !o.down && v == hostDown && seq > o.upAt && k.env.probe.initial > 0:
-		o.since, o.downAt, o.probes = now, k.sent, 0
+		// The requests sent after the one that failed are in flight: a
+		// success among them shows the host up after all (a route of it
+		// failed, not the host), their failures add nothing.
+		o.since, o.downAt, o.probes = now, seq, 0
 		o.setDown(true)
 		if o.bo == nil {
 			o.bo = backoff.NewExponentialBackOff(
@@ -261,7 +265,8 @@ func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict) {
 		// hostUnknown: the probe was not sent, or its caller gave up; the
 		// next one may go when it was due.
 	case v == hostUp && seq > o.downAt:
-		// A request admitted before a hold (the breaker's) came back fine.
+		// A request sent after the failure that began the outage, or
+		// admitted before a hold (the breaker's), came back fine.
 		o.probing, o.upAt = false, k.sent
 		o.setDown(false)
 	}

@@ -545,3 +545,46 @@ func TestAResponseHeaderTimeoutIsRetriedAndHoldsTheKey(t *testing.T) {
 	// machine's load.
 	assert.LessOrEqual(t, fs.Server.Stats().Outage, int64(6))
 }
+
+// One route of a host fails while the others answer: a success of a request
+// sent after the failure ends the outage at once; the key is not held.
+func TestASuccessSentAfterTheFailureEndsTheOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		brokenGo, slowGo := make(chan struct{}), make(chan struct{})
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			status := 200
+			switch req.URL.Path {
+			case "/broken":
+				<-brokenGo
+				status = 500
+			case "/slow":
+				<-slowGo
+			}
+			return (&stubRT{status: status}).RoundTrip(req)
+		})
+		tr := New(base, WithRetry(RetryOptions{MaxAttempts: 1}))
+		send := func(path string) {
+			resp, err := tr.RoundTrip(mustReq(t, "http://api.test"+path))
+			if err == nil {
+				drain(resp)
+			}
+		}
+		send("/") // the key's first answer
+		k := tr.keys.get("api.test", tr, mustReq(t, "http://api.test/"))
+		var wg sync.WaitGroup
+		wg.Go(func() { send("/broken") })
+		synctest.Wait() // /broken is out
+		wg.Go(func() { send("/slow") })
+		synctest.Wait() // /slow is out, after it
+		close(brokenGo)
+		synctest.Wait()
+		require.True(t, k.isDown(), "a 500 shows the host down")
+		close(slowGo)
+		wg.Wait()
+		assert.False(t, k.isDown(), "/slow, sent after /broken, came back fine")
+		// A request now leaves at once.
+		start := time.Now()
+		send("/")
+		assert.Zero(t, time.Since(start))
+	})
+}

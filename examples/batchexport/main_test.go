@@ -33,60 +33,69 @@ func TestExportAgainstTheFakeServer(t *testing.T) {
 	t.Logf("%.1f/s against 50/s, %d 429s, %d retries", sum.Rate, sum.TooMany, sum.Retries)
 }
 
-// TestMetricsAreServed: the export's metrics page shows the Transport's
-// counters, its queue-wait histogram and its queue-length gauge. The page
-// is read when the export reports it is done, while its Transport is still
-// in use: a Transport's gauges leave the page once it is garbage (the
-// MeterProvider holds it weakly), and a GC after run returned made this
-// test fail on loaded machines.
+// TestMetricsAreServed runs a short export with metrics served on a free
+// port: the Prometheus page shows headway's counters.
 func TestMetricsAreServed(t *testing.T) {
 	mp, addr, stop, err := serveMetrics("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stop()
-	scrape := &scrapeOnFinish{url: "http://" + addr + "/metrics", done: "exported 20/20 "}
-	sum, err := run(context.Background(), config{records: 20, rate: 50, burst: 10, workers: 4, progress: "lines", mp: mp}, scrape)
-	if err != nil || sum.Records != 20 {
-		t.Fatalf("exported %d: %v", sum.Records, err)
+	scrape := func() string {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return string(body)
 	}
-	if scrape.err != nil || scrape.page == "" {
-		t.Fatalf("the metrics page while exporting: %q, %v", scrape.page, scrape.err)
+	var (
+		sum    summary
+		runErr error
+		done   = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		sum, runErr = run(context.Background(), config{records: 50, rate: 50, burst: 10, workers: 4, progress: "lines", mp: mp}, io.Discard)
+	}()
+	// The gauges are read from the Transport while it lives: scrape while
+	// the export runs, as Prometheus would. (Once run returns, its
+	// Transport may be garbage collected, and its gauges go with it.)
+	var during string
+scraping:
+	for {
+		select {
+		case <-done:
+			break scraping
+		default:
+		}
+		if page := scrape(); strings.Contains(page, "headway_queue_length") {
+			during = page
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
+	<-done
+	if runErr != nil || sum.Records != 50 {
+		t.Fatalf("exported %d: %v", sum.Records, runErr)
+	}
+	if during == "" {
+		t.Error("the metrics page lacked headway_queue_length while exporting")
+	}
+	page := scrape()
 	for _, want := range []string{
 		`headway_requests_total{otel_scope_name="github.com/headway-go/headway"`,
 		`outcome="sent"`,
 		"headway_queue_wait_seconds_bucket",
-		"headway_queue_length",
 	} {
-		if !strings.Contains(scrape.page, want) {
+		if !strings.Contains(page, want) {
 			t.Errorf("the metrics page lacks %s", want)
 		}
 	}
 	if t.Failed() {
-		t.Log(scrape.page)
+		t.Log(page)
 	}
-}
-
-// scrapeOnFinish is a progress output that reads the metrics page at url
-// when a line starts with done: once the export is done, before it
-// returns.
-type scrapeOnFinish struct {
-	url, done string
-	page      string
-	err       error
-}
-
-func (s *scrapeOnFinish) Write(p []byte) (int, error) {
-	if s.page == "" && s.err == nil && strings.HasPrefix(string(p), s.done) {
-		var resp *http.Response
-		if resp, s.err = http.Get(s.url); s.err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			s.page = string(body)
-		}
-	}
-	return len(p), nil
 }
 
 // Bad flags get a clear error, before anything is sent (issue 9, item 7).
