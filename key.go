@@ -46,6 +46,7 @@ type keyState struct {
 	aimd     aimd          // the pace learned from bare throttles
 	aimdB    bucket        // aimd's pace, as a bucket of burst 1 that counts requests
 	window   learnedWindow // a fixed window learned from the throttles' waits
+	learning atomic.Bool   // the window counts answers that say nothing (see answered)
 	sent     uint64        // departures so far; the last one's number
 	firstAt  int64         // when the first departure left
 	probing  atomic.Bool   // no response has come yet
@@ -417,6 +418,16 @@ func (k *keyState) endProbe() {
 	}
 }
 
+// answered notes an answer to dep that said nothing of the quota: while a
+// window is being learned, it counts in what its cycle let through.
+func (k *keyState) answered(dep departure) {
+	if k.learning.Load() {
+		k.mu.Lock()
+		k.window.answered(dep.seq)
+		k.mu.Unlock()
+	}
+}
+
 // observe applies what the response to dep, sent on route, said, at now.
 // coarse reports that the response stated its reset to the second.
 func (k *keyState) observe(now int64, dep departure, route string, sig *Signal, coarse bool) {
@@ -469,6 +480,8 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *Signal, 
 		// server's clock is known well.
 		k.window.throttled(satAdd(now, int64(sig.Wait)), seq, k.sent)
 	}
+	k.window.answered(seq)
+	k.learning.Store(k.window.learning())
 	if sig.Throttled && !sig.HasRemaining && !k.model.known && !sig.Permanent && k.buckets == nil && !k.rareThrottle(now, seq) {
 		if !k.aimd.active {
 			k.aimd.ceiling = k.ceiling()

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -544,4 +546,78 @@ func TestAResponseHeaderTimeoutIsRetriedAndHoldsTheKey(t *testing.T) {
 	// One attempt at a time, each 100ms at least: a handful, whatever the
 	// machine's load.
 	assert.LessOrEqual(t, fs.Server.Stats().Outage, int64(6))
+}
+
+// One route of a host fails while the others answer: a success of a request
+// sent after the failure ends the outage at once; the key is not held.
+func TestASuccessSentAfterTheFailureEndsTheOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		brokenGo, slowGo := make(chan struct{}), make(chan struct{})
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			status := 200
+			switch req.URL.Path {
+			case "/broken":
+				<-brokenGo
+				status = 500
+			case "/slow":
+				<-slowGo
+			}
+			return (&stubRT{status: status}).RoundTrip(req)
+		})
+		tr := New(base, WithRetry(RetryOptions{MaxAttempts: 1}))
+		send := func(path string) {
+			resp, err := tr.RoundTrip(mustReq(t, "http://api.test"+path))
+			if err == nil {
+				drain(resp)
+			}
+		}
+		send("/") // the key's first answer
+		k := tr.keys.get("api.test", tr, mustReq(t, "http://api.test/"))
+		var wg sync.WaitGroup
+		wg.Go(func() { send("/broken") })
+		synctest.Wait() // /broken is out
+		wg.Go(func() { send("/slow") })
+		synctest.Wait() // /slow is out, after it
+		close(brokenGo)
+		synctest.Wait()
+		require.True(t, k.isDown(), "a 500 shows the host down")
+		close(slowGo)
+		wg.Wait()
+		assert.False(t, k.isDown(), "/slow, sent after /broken, came back fine")
+		// A request now leaves at once.
+		start := time.Now()
+		send("/")
+		assert.Zero(t, time.Since(start))
+	})
+}
+
+// An outage is logged at Info when it begins and when it ends, once each,
+// with the key's hash and the host, never the key.
+func TestAnOutageIsLoggedOnceWhenItBeginsAndEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf syncBuffer
+		log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		srv := fakeserver.New(fakeserver.Config{Limit: 100, Burst: 10})
+		start := time.Now()
+		srv.SetOutage(start, start.Add(time.Second))
+		tr := New(srv.Transport(), WithLogger(log), WithKey(KeyByHeader("Authorization")), WithRetry(batchRetry))
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				req := mustReq(t, "http://api.test/")
+				req.Header.Set("Authorization", "Bearer SECRET")
+				resp, err := tr.RoundTrip(req)
+				if assert.NoError(t, err) {
+					drain(resp)
+				}
+			})
+		}
+		wg.Wait()
+		out := buf.String()
+		assert.Equal(t, 1, strings.Count(out, "headway: host down, probing"), out)
+		assert.Equal(t, 1, strings.Count(out, "headway: host back"), out)
+		assert.Contains(t, out, "next_probe=")
+		assert.Contains(t, out, "host=api.test")
+		assert.NotContains(t, out, "SECRET")
+	})
 }

@@ -294,6 +294,9 @@ func (c *call) send(s *slot, out *http.Request, sig *Signal) (*http.Response, ou
 		t.learnShared(ctx, c.key, k, sig)
 	}
 	k.seen()
+	if o != nil {
+		o.outage(ctx, c.req, c.key, k)
+	}
 	if err == nil && sig.Throttled && o != nil {
 		o.throttled(ctx, c.req, c.key, c.attempt, resp, sig, t.cfg.maxRetryAfter)
 	}
@@ -456,6 +459,7 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, rou
 		hv := hostVerdict(resp, nil, ctx.Err(), &sig)
 		k.settle(dep, hv)
 		k.endProbe()
+		k.answered(dep)
 		return sig, hv
 	}
 	in := SignalInput{Status: resp.StatusCode, Header: resp.Header}
@@ -476,6 +480,7 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, rou
 	k.settle(dep, hv)
 	if !sig.Throttled && !sig.HasWait && !sig.HasRemaining && sig.Limit == 0 {
 		k.endProbe()
+		k.answered(dep)
 		return sig, hv
 	}
 	now := t.now()

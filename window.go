@@ -15,7 +15,15 @@ import "math"
 // taken for a window of the fewer per that length, with its boundaries
 // where the waits ended: the key spends each window's quota, then waits
 // for the next boundary. A throttle while the window is in use shows the
-// quota one too many: the window keeps one fewer, from the new boundary.
+// quota too large by the throttles of that window: the window keeps what
+// went through, from the new boundary.
+//
+// What a cycle let through is counted: the requests sent in it less the
+// ones throttled, not read from which request was throttled first.
+// Requests that leave together reach the server in any order (the flight
+// jitters), so the first throttled may be any of them; a cycle is counted
+// once all of its answers are in (or, if some never come, when the next
+// one begins).
 //
 // It is pure: time is an argument, in the pacer's nanoseconds; the key
 // locks.
@@ -23,12 +31,23 @@ type learnedWindow struct {
 	prevEnd  int64  // where the cycle being counted began: the end of a wait; 0 for none
 	prevSent uint64 // departures sent before then
 	curEnd   int64  // the end of the wait its throttles name; 0 for none yet
-	curMin   uint64 // the first departure they throttled
 	curSent  uint64 // departures sent when the first of them came
+	curThr   uint64 // throttles of its departures (prevSent, curSent] so far
+	curAns   uint64 // answers to them so far
+	nextAns  uint64 // answers to departures after curSent (after prevSent, before a cycle)
+	counted  bool   // the cycle ending at curEnd is counted
 
 	minSpan int64   // the shortest cycle seen
 	quota   float64 // the fewest requests such a cycle let through
 	agree   int     // cycles of that length that agreed on it
+
+	// A throttle of the window in use: the window's departures when it
+	// came (0: none this cycle), the first of them, their throttles so
+	// far, and the window's limit before.
+	inSent  uint64
+	inStart uint64
+	inThr   uint64
+	inLimit float64
 
 	on     bool
 	off    bool    // a window proved wrong in a way only a bucket explains: learn no more
@@ -47,60 +66,104 @@ const windowTolerance = int64(50e6) // 50 ms
 
 // throttled learns from a throttle of departure seq naming a wait until
 // end, with sent departures so far. The throttles of one cycle come back
-// in any order and name the same end; the first departure among them ends
-// the requests the cycle let through.
+// in any order and name the same end.
 func (w *learnedWindow) throttled(end int64, seq, sent uint64) {
 	switch {
 	case seq <= w.prevSent:
 		return // from a cycle already counted
 	case w.curEnd != 0 && abs64(end-w.curEnd) <= windowTolerance:
-		// Another of this cycle: it may have left before the first.
-		if seq < w.curMin {
-			w.curMin = seq
-			if w.prevEnd != 0 {
-				w.quota = min(w.quota, float64(seq-w.prevSent-1))
-				if w.on {
-					w.limit = max(min(w.limit, w.quota), 1)
-				}
-			}
+		// Another of this cycle.
+		if seq <= w.curSent && !w.counted {
+			w.curThr++
+		}
+		if w.inSent != 0 && seq > w.inStart {
+			w.inThr++
+			w.judge()
 		}
 		return
 	case w.curEnd != 0 && seq <= w.curSent:
 		return // sent before this cycle's first throttle came back
 	}
 	if w.curEnd != 0 {
+		w.complete() // the answers that have not come will not
 		w.prevEnd, w.prevSent = w.curEnd, w.curSent
 	}
-	w.curEnd, w.curMin, w.curSent = end, seq, sent
-	if w.prevEnd != 0 && end > w.prevEnd {
-		w.count(float64(seq-w.prevSent-1), end-w.prevEnd)
-	}
+	// The answers so far to departures after prevSent are this cycle's.
+	w.curEnd, w.curSent, w.curThr, w.curAns, w.nextAns, w.counted = end, sent, 1, w.nextAns, 0, false
+	w.inSent = 0
 	switch {
 	case w.off:
 	case w.on && seq > w.start:
-		// Throttled as the (i+1)th request of a window: the first, the
-		// boundary is later than it seemed; one of the first half, the
-		// server's burst is smaller than the quota, a bucket's; else the
-		// quota is i.
-		switch i := float64(seq - w.start - 1); {
-		case i == 0:
-		case i < w.limit/2:
-			w.on, w.off = false, true
-		default:
-			w.limit = max(min(w.limit-1, i), 1)
+		// Throttled in the window in use. A wait that ends near where the
+		// window began: the boundary is later than it seemed. One that
+		// ends with the window: the quota is what went through, unless
+		// that is under half of it: the server's burst is smaller than
+		// the quota, a bucket's.
+		if end >= w.end-w.period/2 {
+			w.inSent, w.inStart, w.inThr, w.inLimit = sent-w.start, w.start, 1, w.limit
+			w.judge()
 		}
-		w.end, w.left = end, 0
-	case !w.on && w.agree >= 2 && w.quota >= 1 && w.minSpan > windowTolerance:
-		// Windows are set in round numbers: a cycle measured to within the
-		// jitter of a response is taken to the nearest 10 ms.
-		w.on, w.limit = true, w.quota
-		w.period = max((w.minSpan+5e6)/1e7*1e7, 1e7)
 		w.end, w.left = end, 0
 	}
 }
 
+// answered notes the answer, throttled or not, to departure seq (after
+// throttled, for a throttle): once the answers to a cycle's departures
+// are all in, the cycle is counted.
+func (w *learnedWindow) answered(seq uint64) {
+	switch {
+	case seq <= w.prevSent:
+	case w.curEnd == 0 || seq > w.curSent:
+		w.nextAns++
+	default:
+		if w.curAns++; w.curAns >= w.curSent-w.prevSent {
+			w.complete()
+		}
+	}
+}
+
+// learning reports whether answers that say nothing of the quota count:
+// a cycle is open and no window is in use, or ruled out.
+func (w *learnedWindow) learning() bool { return w.curEnd != 0 && !w.on && !w.off }
+
+// complete counts the cycle ending at curEnd, once: its departures
+// (prevSent, curSent] less the ones its throttles named. Two cycles as long
+// that let as many through make a window.
+func (w *learnedWindow) complete() {
+	if w.counted || w.curEnd == 0 {
+		return
+	}
+	w.counted = true
+	if w.prevEnd == 0 || w.curEnd <= w.prevEnd {
+		return
+	}
+	w.count(float64(w.curSent-w.prevSent)-float64(w.curThr), w.curEnd-w.prevEnd)
+	if !w.on && !w.off && w.agree >= 2 && w.quota >= 1 && w.minSpan > windowTolerance {
+		// Windows are set in round numbers: a cycle measured to within the
+		// jitter of a response is taken to the nearest 10 ms.
+		w.on, w.limit = true, w.quota
+		w.period = max((w.minSpan+5e6)/1e7*1e7, 1e7)
+		w.end, w.left = w.curEnd, 0
+	}
+}
+
+// judge sets the limit of a window in use from the throttles of its
+// departures: what went through, or, under half the limit, no window.
+func (w *learnedWindow) judge() {
+	if w.off || !w.on {
+		return
+	}
+	through := float64(w.inSent) - float64(w.inThr)
+	if through < w.inLimit/2 {
+		w.on, w.off = false, true
+		return
+	}
+	w.limit = max(min(w.inLimit-1, through), 1)
+}
+
 // count takes in a cycle of span that let q requests through.
 func (w *learnedWindow) count(q float64, span int64) {
+	q = max(q, 0)
 	switch {
 	case w.minSpan == 0 || span < w.minSpan-windowTolerance:
 		w.minSpan, w.quota, w.agree = span, q, 1 // a shorter cycle
@@ -131,11 +194,11 @@ func (w *learnedWindow) earliest(now int64) int64 {
 
 // take spends a request of the window at now.
 func (w *learnedWindow) take(now int64) {
-	w.taken++
 	if w.on {
 		w.roll(now)
 		w.left--
 	}
+	w.taken++
 }
 
 // idle reports whether the window holds nothing a new one would not learn

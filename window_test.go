@@ -12,35 +12,70 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Throttles whose waits end a second apart, after 20 requests each time,
-// are a window of 20 a second: spend 20, then wait for the boundary.
+// Throttles whose waits end a second apart, after 20 requests went through
+// each time, are a window of 20 a second: spend 20, then wait for the
+// boundary. The requests of a cycle leave together and reach the server in
+// any order, so the throttled ones are any of them, the first to leave
+// among them too: what went through is counted, not read from which was
+// throttled. (A cycle whose first departure was throttled used to count
+// as one that let nothing through, and the window learned 1 a second.)
 func TestLearnedWindowFromTheSpacingOfThrottles(t *testing.T) {
 	ms := int64(time.Millisecond)
 	var w learnedWindow
-	// Cycle 0: a burst; #21 to #28 throttled, the wait ends at 1 s.
-	for _, seq := range []uint64{23, 21, 28} {
-		w.throttled(1000*ms+int64(seq)*ms/10, seq, 28) // the ends jitter by the flight
+	var sent uint64
+	send := func(n int, at int64) uint64 {
+		first := sent
+		for range n {
+			w.take(at)
+			sent++
+		}
+		return first
 	}
-	// Cycle 1: #29 to #48 went through, #49 throttled, wait until 2 s.
-	w.throttled(2003*ms, 50, 52)
-	w.throttled(2001*ms, 49, 52)
+	// answer answers the n departures after first, in the order the
+	// server answered them: the ones in throttled get a wait that ends at
+	// end, jittered by the flight.
+	answer := func(first uint64, n int, end int64, throttled ...uint64) {
+		thr := make(map[uint64]bool)
+		for _, d := range throttled {
+			thr[d] = true
+		}
+		order := append([]uint64(nil), throttled...) // the throttles first
+		for d := uint64(1); d <= uint64(n); d++ {
+			if !thr[d] {
+				order = append(order, d)
+			}
+		}
+		for i, d := range order {
+			if thr[d] {
+				w.throttled(end+int64(i)*ms, first+d, sent)
+			}
+			w.answered(first + d)
+		}
+	}
+	// Cycle 0: a burst of 28; 8 throttled, the waits end at 1 s.
+	answer(send(28, 0), 28, 1000*ms, 23, 21, 28, 22, 24, 25, 26, 27)
+	// Cycles 1 and 2: 24 leave at once, 20 go through.
+	answer(send(24, 1000*ms), 24, 2001*ms, 1, 22, 16, 3) // #29, the first to leave, throttled
 	assert.False(t, w.on, "one cycle is a guess")
-	// Cycle 2: as many, as long.
-	w.throttled(3002*ms, 73, 75)
-	require.True(t, w.on)
+	answer(send(24, 2001*ms), 24, 3002*ms, 8, 1, 19, 24)
+	require.True(t, w.on, "two cycles agree")
 	assert.Equal(t, 20.0, w.limit)
 	assert.Equal(t, 1000*ms, w.period, "to the nearest 10 ms")
 	assert.Equal(t, 3002*ms, w.earliest(2500*ms), "nothing before the boundary")
+	first := sent
 	for i := range int64(20) {
 		at := 3002*ms + i*ms
 		require.Equal(t, at, w.earliest(at), "request %d of the window", i)
-		w.take(at)
+		send(1, at)
 	}
 	assert.Equal(t, 4002*ms, w.earliest(3100*ms), "the 21st waits for the next boundary")
-	// A throttle while in use: one fewer from the boundary it names.
-	w.throttled(5003*ms, 120, 121)
+	// Throttles while in use, in any order: the quota is what went through,
+	// from the boundary they name.
+	w.throttled(4003*ms, first+7, sent)
 	assert.Equal(t, 19.0, w.limit)
-	assert.Equal(t, 5003*ms, w.earliest(4500*ms))
+	assert.Equal(t, 4003*ms, w.earliest(3500*ms))
+	w.throttled(4004*ms, first+2, sent)
+	assert.Equal(t, 18.0, w.limit)
 }
 
 // Routes that the server says share a bucket share its model: /a spends

@@ -184,6 +184,7 @@ func OutageReport(table, spread string, s OutageScenario, m Machine, took time.D
 	b.WriteString(spread)
 	p("\nReading it: headway holds the key behind one probe at a time (200 ms, then doubling up to 500 ms), so few requests reach the host while it is down, ")
 	p("and the queue leaves at the key's pace as soon as a probe gets through; a fail-fast breaker loses the requests queued behind it, by design (use `Hold: true` for batch work). ")
+	p("A holding breaker, once open, probes no sooner than its Timeout (1 s here), which is why its rows find the host back later. ")
 	p("go-retryablehttp and failsafe-go back off each request on its own from 1 s: every worker keeps a request going into the outage, and without pacing they are throttled after it. ")
 	p("A silent host is known only by its silence: headway stops sending once its requests go unanswered for twice their usual latency plus 10 ms, ")
 	p("so a few requests are out when the host starts hanging.\n\n")
