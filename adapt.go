@@ -69,6 +69,7 @@ type serverModel struct {
 	window     bool    // the server resets fixed windows: nothing trickles back before resetAt
 	resetSeen  int64   // the latest reset instant stated so far
 	lastLeft   float64 // the remaining count of the last answer
+	lastAt     int64   // when the last answer came
 	still      int     // answers in a row whose reset stayed put while the quota drained
 	// secondReset reports that the answer being observed stated its reset
 	// to the second (set by the key before observe).
@@ -219,7 +220,7 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *Signal) {
 	if sig.Reset > 0 && !m.window {
 		m.bound(left, sig.Reset)
 	}
-	m.lastLeft = left
+	m.lastLeft, m.lastAt = left, now
 	if !m.rateStated && !m.window {
 		m.remeasure(now)
 	}
@@ -252,8 +253,11 @@ const stillTolerance = int64(10 * time.Millisecond)
 // again: its burst at once, then a wait for the refill, much the same
 // rate.)
 func (m *serverModel) stays(now int64, left float64, reset time.Duration) {
-	if m.secondReset || reset%time.Second == 0 || m.resetSeen == 0 || left >= m.lastLeft {
+	if m.secondReset || reset%time.Second == 0 || m.resetSeen == 0 || left == m.lastLeft {
 		return
+	}
+	if left > m.lastLeft && now-m.lastAt > stillTolerance {
+		return // a bucket that refilled: its reset stays put too
 	}
 	if at := satAdd(now, int64(reset)); abs64(at-m.resetSeen) <= stillTolerance {
 		if m.still++; m.still >= 1 {

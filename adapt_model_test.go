@@ -46,6 +46,50 @@ func TestServerModelInfersAFixedWindow(t *testing.T) {
 	assert.Equal(t, 9000*ms, m.earliest(6100*ms, 1))
 }
 
+// Answers that come back in another order than the server counted them
+// still show a window: three requests that left together drain it from 4
+// to 2, and their answers, with one reset instant, come back as 2, 3, 4.
+// (The model used to look for a drain in the order of the answers only,
+// took the contradiction of its bounds for a slow bucket, 0.9 a second,
+// and then sent one request a window, never to see a drain again:
+// TestSparseShapes/discord-routes-global fell to 0.3-0.56.) The answers of
+// a bucket, out of order, name reset instants 1/rate apart: no window.
+func TestServerModelInfersAWindowFromAnswersOutOfOrder(t *testing.T) {
+	ms := int64(time.Millisecond)
+	for _, c := range []struct {
+		name   string
+		resets [3]int64 // the reset instants the three answers state, ms
+		window bool
+	}{
+		{"window", [3]int64{3021, 3022, 3025}, true},
+		{"bucket 5/s", [3]int64{3021, 2821, 2621}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var m serverModel
+			seq := uint64(0)
+			send := func(at int64) uint64 { seq++; m.take(at, seq); return seq }
+			answer := func(at int64, s uint64, left int64, resetAt int64) {
+				m.observe(at, s, seq, &Signal{HasRemaining: true, Remaining: left, Reset: time.Duration(resetAt - at)})
+			}
+			// One request in each of the first two windows (5 a second).
+			s := send(23 * ms)
+			answer(43*ms, s, 4, 1021*ms)
+			s = send(1027 * ms)
+			answer(1050*ms, s, 4, 2025*ms)
+			// Three at once; the server counts them 4, 3, 2 left; the answers
+			// come back last first.
+			a, b, d := send(2024*ms), send(2024*ms), send(2024*ms)
+			answer(2045*ms, d, 2, c.resets[0]*ms)
+			answer(2046*ms, b, 3, c.resets[1]*ms)
+			answer(2049*ms, a, 4, c.resets[2]*ms)
+			assert.Equal(t, c.window, m.window)
+			if c.window {
+				assert.Zero(t, m.rate)
+			}
+		})
+	}
+}
+
 // Quota that trickles back well before the window's end shows a bucket
 // after all: the model measures a rate again.
 func TestServerModelLeavesAWindowForATrickle(t *testing.T) {

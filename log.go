@@ -10,8 +10,9 @@ import (
 	"net/url"
 )
 
-// WithLogger makes the Transport log what it decides to l: pauses and
-// breaker state changes at Info, and at Debug every decision on every
+// WithLogger makes the Transport log what it decides to l: pauses, breaker
+// state changes and outages (a key's host going down and coming back) at
+// Info, and at Debug every decision on every
 // attempt (admitted after a wait, rejected and why, throttled, retried).
 // Nothing is logged per request unless l is enabled for Debug. A nil l,
 // the default, logs nothing and costs nothing.

@@ -1,6 +1,8 @@
 package headway
 
 import (
+	"context"
+	"log/slog"
 	"math"
 	"net/http"
 	"sync/atomic"
@@ -30,13 +32,13 @@ type outage struct {
 	probing bool   // a probe is in flight
 	probe   uint64 // the probe's departure number, while probing
 	next    int64  // when the next probe may leave
-	since   int64  // when the outage began
 	downAt  uint64 // the departure whose failure began the outage
 	upAt    uint64 // the last departure before the last outage ended
-	probes  int64  // probes sent in the current outage
 	bo      *backoff.ExponentialBackOff
-	clock   clockAt
-	isDown  atomic.Bool // down, read without the lock
+	clock   clockAt       // bo's clock, never read: bo has no elapsed-time bound
+	isDown  atomic.Bool   // down, read without the lock
+	changes atomic.Uint64 // times down changed
+	logged  atomic.Uint64 // changes logged (see observer.outage)
 
 	// What tells a stall (see outageGate).
 	firstOut   atomic.Int64 // 1 + when the first request sent since the last answer went
@@ -47,8 +49,38 @@ type outage struct {
 
 // setDown sets o.down, and its copy read without the lock.
 func (o *outage) setDown(down bool) {
+	if o.down != down {
+		o.changes.Add(1)
+	}
 	o.down = down
 	o.isDown.Store(down)
+}
+
+// outage logs, at Info, that the host of key went down or came back, once
+// for each change of k's outage state: the first request to see the change
+// logs it, after k's locks are released.
+func (ob *observer) outage(ctx context.Context, req *http.Request, key string, k *keyState) {
+	if ob.log == nil {
+		return
+	}
+	o := &k.out
+	n, seen := o.changes.Load(), o.logged.Load()
+	if n == seen || !o.logged.CompareAndSwap(seen, n) || !ob.log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	attrs := []slog.Attr{slog.String("key", keyID(key))}
+	if req.URL != nil {
+		attrs = append(attrs, slog.String("host", req.URL.Host))
+	}
+	k.mu.Lock()
+	down, next := o.down, o.next
+	k.mu.Unlock()
+	if !down {
+		ob.log.LogAttrs(ctx, slog.LevelInfo, "headway: host back", attrs...)
+		return
+	}
+	attrs = append(attrs, slog.Time("next_probe", k.env.wall(next)))
+	ob.log.LogAttrs(ctx, slog.LevelInfo, "headway: host down, probing", attrs...)
 }
 
 // outageVerdict is what one answer tells a key about its host.
@@ -60,7 +92,7 @@ const (
 	hostDown                         // 5xx, 529, broken connection, timeout
 )
 
-// StatusOverloaded is the status of an overloaded server that some APIs
+// statusOverloaded is the status of an overloaded server that some APIs
 // send (Anthropic's overloaded_error, Notion's service_overload). It is not
 // registered; net/http has no name for it.
 const statusOverloaded = 529
@@ -176,7 +208,6 @@ func (k *keyState) outageFloor(d int64) int64 {
 func (k *keyState) outageTake(seq uint64) {
 	if k.out.down {
 		k.out.probing, k.out.probe = true, seq
-		k.out.probes++
 	}
 }
 
@@ -236,7 +267,7 @@ func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict) {
 		// The requests sent after the one that failed are in flight: a
 		// success among them shows the host up after all (a route of it
 		// failed, not the host), their failures add nothing.
-		o.since, o.downAt, o.probes = now, seq, 0
+		o.downAt = seq
 		o.setDown(true)
 		if o.bo == nil {
 			o.bo = backoff.NewExponentialBackOff(
@@ -280,7 +311,7 @@ func (k *keyState) hold(until int64) {
 	defer k.mu.Unlock()
 	o := &k.out
 	if !o.down {
-		o.since, o.downAt, o.probes = now, k.sent, 0
+		o.downAt = k.sent
 		o.setDown(true)
 	}
 	// Never in the past: a refused probe must not turn into a busy loop.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -586,5 +588,36 @@ func TestASuccessSentAfterTheFailureEndsTheOutage(t *testing.T) {
 		start := time.Now()
 		send("/")
 		assert.Zero(t, time.Since(start))
+	})
+}
+
+// An outage is logged at Info when it begins and when it ends, once each,
+// with the key's hash and the host, never the key.
+func TestAnOutageIsLoggedOnceWhenItBeginsAndEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf syncBuffer
+		log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		srv := fakeserver.New(fakeserver.Config{Limit: 100, Burst: 10})
+		start := time.Now()
+		srv.SetOutage(start, start.Add(time.Second))
+		tr := New(srv.Transport(), WithLogger(log), WithKey(KeyByHeader("Authorization")), WithRetry(batchRetry))
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				req := mustReq(t, "http://api.test/")
+				req.Header.Set("Authorization", "Bearer SECRET")
+				resp, err := tr.RoundTrip(req)
+				if assert.NoError(t, err) {
+					drain(resp)
+				}
+			})
+		}
+		wg.Wait()
+		out := buf.String()
+		assert.Equal(t, 1, strings.Count(out, "headway: host down, probing"), out)
+		assert.Equal(t, 1, strings.Count(out, "headway: host back"), out)
+		assert.Contains(t, out, "next_probe=")
+		assert.Contains(t, out, "host=api.test")
+		assert.NotContains(t, out, "SECRET")
 	})
 }

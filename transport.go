@@ -294,6 +294,9 @@ func (c *call) send(s *slot, out *http.Request, sig *Signal) (*http.Response, ou
 		t.learnShared(ctx, c.key, k, sig)
 	}
 	k.seen()
+	if o != nil {
+		o.outage(ctx, c.req, c.key, k)
+	}
 	if err == nil && sig.Throttled && o != nil {
 		o.throttled(ctx, c.req, c.key, c.attempt, resp, sig, t.cfg.maxRetryAfter)
 	}

@@ -137,3 +137,18 @@ func TestOutageLeast(t *testing.T) {
 		t.Errorf("a client that failed 390 requests by 2 s: efficiency %.3f, want 210/600", eff)
 	}
 }
+
+func TestOutageSectionIsKept(t *testing.T) {
+	doc := "# Benchmarks\n\nthe dialect table\n"
+	withSec := WithOutageSection(doc, "## Outages\n\nrows v1\n")
+	if got := OutageSection(withSec); !strings.Contains(got, "rows v1") || !strings.HasPrefix(got, outageBegin) {
+		t.Fatalf("section not found in %q", withSec)
+	}
+	again := WithOutageSection(withSec, "## Outages\n\nrows v2\n")
+	if strings.Contains(again, "rows v1") || !strings.Contains(again, "rows v2") || strings.Count(again, outageBegin) != 1 {
+		t.Errorf("the section is not replaced: %q", again)
+	}
+	if OutageSection(doc) != "" {
+		t.Error("a document without the markers has no section")
+	}
+}

@@ -95,6 +95,16 @@ func Report(results []Result, s Scenario, m Machine, took time.Duration) string 
 		b.Write(shapes)
 		p("\n")
 	}
+	if fleet, err := os.ReadFile("fleet.md"); err == nil {
+		p("## A fleet sharing one quota, over loopback\n\n")
+		p("Four processes of two workers each send 80 GETs in all to one fake server (a token bucket, 20 ms of service time), with one token: ")
+		p("headway with `sharedquota` over a real Redis (the published limit configured, or none), headway configured but not sharing, ")
+		p("and `go-redis/redis_rate` at the published limit. Real time, real processes: efficiency is the least time the server allows ")
+		p("((80 − burst) / rate + 20 ms) over the time taken; \"sent during a pause\" is the server's `Stats.Early`. ")
+		p("Made with `go test -run '^$' -bench FleetEfficiency -benchtime 1x ./sharedquota/ -fleet-md ../bench/fleet.md` (issue 10; one run, on a shared machine).\n\n")
+		b.Write(fleet)
+		p("\n")
+	}
 	p("## Reading the table\n\n")
 	p("- This scenario is the easy case for a client-side limiter: one client, a steady limit, and the exact limit known. ")
 	p("Configured with it, `x/time/rate`, failsafe-go's smooth rate limiter and headway all run at the server's pace with no throttle or next to none. ")
@@ -174,6 +184,7 @@ func OutageReport(table, spread string, s OutageScenario, m Machine, took time.D
 	b.WriteString(spread)
 	p("\nReading it: headway holds the key behind one probe at a time (200 ms, then doubling up to 500 ms), so few requests reach the host while it is down, ")
 	p("and the queue leaves at the key's pace as soon as a probe gets through; a fail-fast breaker loses the requests queued behind it, by design (use `Hold: true` for batch work). ")
+	p("A holding breaker, once open, probes no sooner than its Timeout (1 s here), which is why its rows find the host back later. ")
 	p("go-retryablehttp and failsafe-go back off each request on its own from 1 s: every worker keeps a request going into the outage, and without pacing they are throttled after it. ")
 	p("A silent host is known only by its silence: headway stops sending once its requests go unanswered for twice their usual latency plus 10 ms, ")
 	p("so a few requests are out when the host starts hanging.\n\n")

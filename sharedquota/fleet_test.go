@@ -1,15 +1,21 @@
 package sharedquota
 
 import (
+	"flag"
+	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/headway-go/headway/fakeserver"
 )
+
+var fleetMD = flag.String("fleet-md", "", "write BenchmarkFleetEfficiency's table, in Markdown, to this file")
 
 // arrivals records when each worker's admitted requests reached the server.
 type arrivals struct {
@@ -281,7 +287,21 @@ func BenchmarkFleetOverload(b *testing.B) {
 // client to wait (early). Run with
 //
 //	go test -run '^$' -bench FleetEfficiency -benchtime 1x ./sharedquota/
+//
+// With -fleet-md FILE it also writes the table, in Markdown, to FILE:
+// BENCHMARKS.md includes bench/fleet.md.
+//
+//	go test -run '^$' -bench FleetEfficiency -benchtime 1x ./sharedquota/ -fleet-md ../bench/fleet.md
 func BenchmarkFleetEfficiency(b *testing.B) {
+	var md strings.Builder
+	md.WriteString("| server | client | efficiency | throttled | sent during a pause | time |\n|---|---|---:|---:|---:|---:|\n")
+	defer func() {
+		if *fleetMD != "" {
+			if err := os.WriteFile(*fleetMD, []byte(md.String()), 0o644); err != nil {
+				b.Error(err)
+			}
+		}
+	}()
 	type row struct {
 		name           string
 		dialect        fakeserver.Dialect
@@ -290,13 +310,13 @@ func BenchmarkFleetEfficiency(b *testing.B) {
 		contender      string
 	}
 	for _, r := range []row{
-		{name: "ietf-20/s-b10/limits/shared", dialect: fakeserver.IETF{}, rate: 20, burst: 10},
-		{name: "ietf-20/s-b10/limits/alone", dialect: fakeserver.IETF{}, rate: 20, burst: 10, alone: true},
-		{name: "ietf-20/s-b10/no-limits/shared", dialect: fakeserver.IETF{}, rate: 20, burst: 10, noLimit: true},
-		{name: "ietf-20/s-b10/redis_rate", dialect: fakeserver.IETF{}, rate: 20, burst: 10, contender: "redis_rate"},
-		{name: "bare-10/s-b5/limits/shared", dialect: fakeserver.Bare{}, rate: 10, burst: 5},
-		{name: "bare-10/s-b5/no-limits/shared", dialect: fakeserver.Bare{}, rate: 10, burst: 5, noLimit: true},
-		{name: "bare-10/s-b5/redis_rate", dialect: fakeserver.Bare{}, rate: 10, burst: 5, contender: "redis_rate"},
+		{name: "IETF, 20/s burst 10: headway, limits, shared", dialect: fakeserver.IETF{}, rate: 20, burst: 10},
+		{name: "IETF, 20/s burst 10: headway, limits, not shared", dialect: fakeserver.IETF{}, rate: 20, burst: 10, alone: true},
+		{name: "IETF, 20/s burst 10: headway, no limits, shared", dialect: fakeserver.IETF{}, rate: 20, burst: 10, noLimit: true},
+		{name: "IETF, 20/s burst 10: redis_rate, limits", dialect: fakeserver.IETF{}, rate: 20, burst: 10, contender: "redis_rate"},
+		{name: "bare 429s, 10/s burst 5: headway, limits, shared", dialect: fakeserver.Bare{}, rate: 10, burst: 5},
+		{name: "bare 429s, 10/s burst 5: headway, no limits, shared", dialect: fakeserver.Bare{}, rate: 10, burst: 5, noLimit: true},
+		{name: "bare 429s, 10/s burst 5: redis_rate, limits", dialect: fakeserver.Bare{}, rate: 10, burst: 5, contender: "redis_rate"},
 	} {
 		b.Run(r.name, func(b *testing.B) {
 			addr := redisAddr(b)
@@ -327,7 +347,10 @@ func BenchmarkFleetEfficiency(b *testing.B) {
 				}
 				least := time.Duration(float64(n-r.burst)/float64(r.rate)*float64(time.Second)) + service
 				st := fs.Server.Stats()
-				b.ReportMetric(least.Seconds()/done.Sub(start).Seconds(), "efficiency")
+				eff := least.Seconds() / done.Sub(start).Seconds()
+				server, client, _ := strings.Cut(r.name, ": ")
+				fmt.Fprintf(&md, "| %s | %s | %.3f | %d | %d | %.2fs |\n", server, client, eff, st.Rejected, st.Early, done.Sub(start).Seconds())
+				b.ReportMetric(eff, "efficiency")
 				b.ReportMetric(float64(st.Rejected), "throttled")
 				b.ReportMetric(float64(st.Early), "early")
 				b.ReportMetric(float64(errs), "errors")

@@ -19,6 +19,8 @@ type localPacer struct {
 	buckets gcra.Buckets
 	live    int64
 	limits  []headway.Limit
+	sent    int64 // requests admitted since start
+	last    int64 // the last one's departure
 }
 
 // start paces the pacer at limits shared among live processes, with every
@@ -27,6 +29,7 @@ func (p *localPacer) start(limits []headway.Limit, live, from int64) {
 	live = max(live, 1)
 	p.limits = append(p.limits[:0], limits...)
 	p.live = live
+	p.sent, p.last = 0, from
 	p.buckets = p.buckets[:0]
 	for _, l := range limits {
 		iv := gcra.SatMul(int64(l.Interval()), live)
@@ -53,22 +56,42 @@ func (p *localPacer) reserve(now, pauseUntil, cost, within int64) int64 {
 		return d
 	}
 	p.buckets.Take(d, cost)
+	p.sent++
+	p.last = max(p.last, d)
 	return d
 }
 
 // floors returns, for each of limits, how far ahead of now (in µs) this
 // pacer has spent the limit: the least TAT the shared quota may hold for it
 // once Redis is back. Limits the pacer does not pace get 0.
+//
+// A fallback that sent a bucket's worth or more ran as long as the fleet
+// sent at the limit: the shared bucket is as empty as this one (its TAT).
+// A shorter one (a call or two timed out) charges only the slots it took,
+// one shared interval each after its last departure: its empty start was
+// a precaution, not requests sent, and charging it would push the whole
+// fleet's schedule back each time a call is slow.
 func (p *localPacer) floors(dst []int64, limits []headway.Limit, now int64) []int64 {
 	same := sameLimits(limits, p.limits)
 	for i := range limits {
 		f := int64(0)
-		if same {
-			f = max(p.buckets[i].TAT-now, 0) / 1000
+		switch b := p.bucketOf(i); {
+		case !same || p.sent == 0:
+		case p.sent >= b.Burst:
+			f = max(b.TAT-now, 0) / 1000
+		default:
+			f = max(p.last+b.Interval/p.live-now, 0) / 1000
 		}
 		dst = append(dst, f)
 	}
 	return dst
+}
+
+func (p *localPacer) bucketOf(i int) gcra.Bucket {
+	if i < len(p.buckets) {
+		return p.buckets[i]
+	}
+	return gcra.Bucket{}
 }
 
 func burstOf(l headway.Limit) int64 {

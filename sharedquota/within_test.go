@@ -121,3 +121,25 @@ func TestLocalPacerStartsEmpty(t *testing.T) {
 		t.Fatalf("floors for other limits %v, want 0", f)
 	}
 }
+
+// TestLocalPacerBriefFallbackCharges: a fallback that sent less than a
+// bucket's worth (a call or two timed out) tells Redis only the slots it
+// took, not its empty start: a slow call must not push the fleet's
+// schedule back by a bucket.
+func TestLocalPacerBriefFallbackCharges(t *testing.T) {
+	var p localPacer
+	s := int64(time.Second)
+	lims := []headway.Limit{headway.Every(time.Second).WithBurst(4)}
+	p.start(lims, 2, 0) // one every 2s, burst 2: empty at 0
+	if f := p.floors(nil, lims, 0); f[0] != 0 {
+		t.Fatalf("nothing sent: floors %v, want none", f)
+	}
+	if d := p.reserve(0, 0, 1, 100*s); d != 2*s {
+		t.Fatalf("first fallback slot at %v, want 2s", time.Duration(d))
+	}
+	// One request at 2s: the shared bucket is charged one shared interval
+	// (1s) after it, not the local TAT (6s).
+	if f := p.floors(nil, lims, 0); f[0] != int64(3*time.Second/time.Microsecond) {
+		t.Fatalf("floors %v, want 3s in µs", f)
+	}
+}
