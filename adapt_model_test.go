@@ -171,3 +171,17 @@ func TestServerModelProbesAWhileAfterTheLastDeparture(t *testing.T) {
 	m.take(0, 1)
 	assert.Equal(t, probeGap, m.earliest(0, 1))
 }
+
+// After a pause, what went out is no bucket's burst on top of a rate when
+// the server counts windows: the cut keeps at least what went through
+// since the last cut over the time since (20 per 2 s here), where the old
+// measure took the 20 for the burst and kept 1 a second.
+func TestAIMDKeepsWhatACycleLetThrough(t *testing.T) {
+	s := int64(time.Second)
+	var a aimd
+	a.throttled(0, 21, 28, 0, 0, false, false) // the first burst: 20 through
+	require.Equal(t, 27.0, a.burst)
+	// 2 s later: 20 more went through after the pause, in 0.4 s.
+	a.throttled(2*s, 49, 52, 20, 0.4, true, true)
+	assert.GreaterOrEqual(t, a.wmax, 10.0*0.99, "20 per 2 s")
+}
