@@ -28,10 +28,13 @@ type keyEnv struct {
 // while the head of the queue waits for the pacer, wakes the queue; no
 // goroutine waits on a request's behalf.
 type keyState struct {
-	env      *keyEnv
-	lims     []Limit
-	host     *hostState
-	hostName string
+	env  *keyEnv
+	lims []Limit
+	// sharedLims are the limits reserved in the shared quota: lims, one
+	// request of each burst held in reserve (see sharedLimits).
+	sharedLims []Limit
+	host       *hostState
+	hostName   string
 
 	mu sync.Mutex
 	// The first attempts of the current budget bucket, counted here, next
