@@ -175,3 +175,40 @@ func TestSparseShapes(t *testing.T) {
 	}
 	runShapeCases(t, cases)
 }
+
+// TestFixedWindowEnteredLate starts the fixed-window row of issue 15 at
+// several instants of the server's window (virtual time starts on a
+// boundary; real runs do not). With less than a second of the first
+// window left, its stated reset puts no upper bound on a refill rate and
+// the model takes the window for a bucket; when the boundary passes, the
+// new window's answers must lift it, or the window's quota goes unused
+// until the next boundary (efficiency 0.72-0.77, one window late).
+func TestFixedWindowEnteredLate(t *testing.T) {
+	var sh fakeserver.Shape
+	for _, s := range fakeserver.RoundedShapes() {
+		if s.Name == "fixed-window-epoch-reset" {
+			sh = s
+		}
+	}
+	for _, phase := range []time.Duration{2000, 2300, 2600} {
+		phase *= time.Millisecond
+		for _, workers := range []int{8, 32} {
+			t.Run(fmt.Sprintf("%v/%d", phase, workers), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					time.Sleep(phase)
+					srv := fakeserver.New(sh.Config)
+					r := runShape(t, sh, srv, srv.Transport(), "http://api.test", 150, workers)
+					t.Log(r)
+					// Within a second of the least time (the clock offset, from
+					// Dates in whole seconds, may cost part of one), not a window.
+					if r.efficiency < 0.9 {
+						t.Errorf("efficiency %.3f, want at least 0.9: a window's quota unused", r.efficiency)
+					}
+					if r.throttled > 1 || r.early != 0 {
+						t.Errorf("%d throttled, %d early; want at most 1 and 0", r.throttled, r.early)
+					}
+				})
+			})
+		}
+	}
+}
