@@ -482,7 +482,12 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *Signal, 
 	}
 	k.window.answered(seq)
 	k.learning.Store(k.window.learning())
-	if sig.Throttled && !sig.HasRemaining && !k.model.known && !sig.Permanent && k.buckets == nil && !k.rareThrottle(now, seq) {
+	bare := sig.Throttled && !sig.HasRemaining && !k.model.known && !sig.Permanent && k.buckets == nil
+	if bare && k.rareThrottle(now, seq) {
+		if sig.HasWait {
+			k.resumeWithoutBurst(satAdd(now, int64(wait)))
+		}
+	} else if bare {
 		if !k.aimd.active {
 			k.aimd.ceiling = k.ceiling()
 			k.model.track() // the cuts to come measure what was sent
@@ -537,6 +542,20 @@ func (k *keyState) rareThrottle(now int64, seq uint64) bool {
 	k.throttleAt[rareThrottles-1] = now
 	k.throttleSeq = k.sent
 	return rare
+}
+
+// resumeWithoutBurst makes k, under k.mu, leave again at its configured
+// pace from at, without its burst, which builds up again as the key idles.
+// The server's bucket is full again after the pause it named, but a burst
+// sent at once may reach it after the next request and be throttled again:
+// with a burst as large as the server's, that is how most rare throttles
+// come, and each would cost another pause. The burst forgone costs at most
+// its own time at the key's pace.
+func (k *keyState) resumeWithoutBurst(at int64) {
+	for i := range k.pacer.buckets {
+		b := &k.pacer.buckets[i]
+		b.TAT = max(b.TAT, satAdd(at, satMul(b.Burst-1, b.Interval)))
+	}
 }
 
 // minBurst returns the smallest burst of k's limits; 0 when it has none.

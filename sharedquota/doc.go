@@ -65,12 +65,16 @@
 //
 // # Pauses and what servers say
 //
-// Pause shares a 429's wait. A request that reserved its slot before
-// another process paused the key would still leave at that slot; Redis
-// implements headway.SharedPauseChecker so that the Transport, after a
-// request slept 10ms or more on its slot, asks whether the key is paused
-// now (one round trip, shared by the calls on a key within 5ms) and, if
-// so, reserves again after the pause.
+// Pause shares a 429's wait, and publishes it: every process subscribes
+// (on <prefix>:pauses) and knows of a pause as soon as it is set; every
+// reservation's reply carries the pause too. A request that reserved its
+// slot before another process paused the key would still leave at that
+// slot; Redis implements headway.SharedPauseChecker so that the Transport,
+// after a request slept 10ms or more on its slot, checks whether the key is
+// paused now (from memory while the subscription holds; otherwise one round
+// trip, shared by the calls on a key within 5ms) and, if so, reserves again
+// after the pause. Through a Ring, which cannot subscribe to every shard,
+// the check always asks Redis.
 //
 // Redis implements headway.SharedLearner too: a policy a response states
 // (Limit per Period) becomes a shared limit, Limit at once and one request

@@ -4,11 +4,13 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/headway-go/headway"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestPauseHoldsReservedRequests: process B reserved its shared slots
@@ -123,5 +125,34 @@ func TestPausePublished(t *testing.T) {
 	}
 	if n := b.Stats().RoundTrips - trips; n != 0 {
 		t.Fatalf("PausedFor made %d round trips while subscribed", n)
+	}
+}
+
+// TestRingAsksForPauses: through a Ring, a pause is published on the shard
+// of its key, which a subscription on another shard would miss: the quota
+// does not trust a subscription there, and PausedFor asks Redis.
+func TestRingAsksForPauses(t *testing.T) {
+	a1, a2 := redisAddr(t), startRedis(t).addr()
+	newRing := func() *redis.Ring {
+		r := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": a1, "two": a2}, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	a := newQuota(t, newRing())
+	b := NewRedis(newRing(), WithPrefix(a.cfg.prefix), WithTimeout(slowTimeout))
+	defer b.Close()
+	ctx := context.Background()
+	for i := range 8 { // keys on both shards
+		key := "k" + strconv.Itoa(i)
+		if _, err := b.PausedFor(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Pause(ctx, key, 3*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(pauseCoalesce)
+		if p, err := b.PausedFor(ctx, key); err != nil || !near(p, 3*time.Second) {
+			t.Fatalf("%s: b sees a pause of %v (%v), want 3s", key, p, err)
+		}
 	}
 }

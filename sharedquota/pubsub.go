@@ -29,9 +29,15 @@ type pauseSub struct {
 }
 
 // subscribe starts listening to the pauses published through c, in the
-// background: NewRedis does not wait for Redis.
+// background: NewRedis does not wait for Redis. Not through a Ring: a Ring
+// subscribes on one shard, and a pause is published on the shard of its
+// key, so most would be missed; PausedFor asks Redis instead.
 func (r *Redis) subscribe(c redis.UniversalClient) {
 	r.sub.done = make(chan struct{})
+	if _, ring := c.(*redis.Ring); ring {
+		close(r.sub.done)
+		return
+	}
 	r.sub.ctx, r.sub.cancel = context.WithCancel(context.Background())
 	r.sub.ps = c.Subscribe(r.sub.ctx) // no channel yet: no round trip
 	go r.listen()
@@ -100,6 +106,9 @@ func (r *Redis) listen() {
 // heard applies a published pause: "<hash name> <µs left>", for a key this
 // process uses.
 func (r *Redis) heard(payload string) {
+	if r.heardOutage(payload) {
+		return
+	}
 	i := strings.LastIndexByte(payload, ' ')
 	if i < 0 {
 		return
@@ -130,7 +139,9 @@ func (r *Redis) subscribed(checked int64) bool {
 
 // unsubscribe ends the subscription and waits for listen to return.
 func (r *Redis) unsubscribe() {
-	r.sub.cancel()
-	_ = r.sub.ps.Close()
+	if r.sub.ps != nil {
+		r.sub.cancel()
+		_ = r.sub.ps.Close()
+	}
 	<-r.sub.done
 }
