@@ -161,7 +161,7 @@ func TestSparseShapes(t *testing.T) {
 	stands := map[string]standing{
 		"fixed-window-date-skewed": {0.88, 40, true}, // the throttles of learning the window
 		"discord-routes":           {0.93, 8, true},
-		"discord-routes-global":    {0.7, 150, true}, // 0.8 to 0.997 from run to run; 14 to 106 throttles while the global window is learned
+		"discord-routes-global":    {0.8, 60, true}, // 0.87 to 0.998, 14 to 45 throttles while the global window is learned (300 -race runs)
 		"retry-after-only":         {0.80, 40, true},
 		"bare-429":                 {0.95, 40, true},
 	}
