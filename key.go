@@ -70,6 +70,8 @@ type keyState struct {
 	// at once (see holdStated).
 	statedUntil int64
 
+	sample dateSampling // the next request that reads the server's clock
+
 	// The bare throttles of a key with configured limits: the departures
 	// sent when the last one came, and when the last rareThrottles came.
 	throttleSeq uint64
@@ -151,10 +153,13 @@ func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 		// slow first answer (a long call) must not hold the others up.
 		d = max(d, satAdd(k.firstAt, int64(probeWait)))
 	}
-	if m, _ := k.modelFor(route); m.known {
+	if m, b := k.modelFor(route); m.known {
 		if md := m.earliest(d, float64(n)); md > d {
 			d = md
 			m.held = true
+		}
+		if b == nil {
+			d = k.dateSample(d, m)
 		}
 	}
 	if k.window.on {
@@ -179,6 +184,7 @@ func (k *keyState) take(d, now, cost int64, route string) departure {
 		m.take(max(d, now), dep.seq)
 	}
 	k.window.take(d)
+	k.sampled(max(d, now))
 	if k.aimd.active {
 		k.aimdB.Interval = k.aimd.interval(d)
 		k.aimdB.Take(d, cost)

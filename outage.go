@@ -34,6 +34,7 @@ type outage struct {
 	next    int64  // when the next probe may leave
 	downAt  uint64 // the departure whose failure began the outage
 	upAt    uint64 // the last departure before the last outage ended
+	fleet   bool   // down as the fleet reports it (see SharedProber)
 	bo      *backoff.ExponentialBackOff
 	clock   clockAt       // bo's clock, never read: bo has no elapsed-time bound
 	isDown  atomic.Bool   // down, read without the lock
@@ -54,6 +55,25 @@ func (o *outage) setDown(down bool) {
 	}
 	o.down = down
 	o.isDown.Store(down)
+	if !down {
+		o.fleet = false
+	}
+}
+
+// backoff returns o's probe backoff, made on first use with p's settings.
+func (o *outage) backoff(p probeSchedule) *backoff.ExponentialBackOff {
+	if o.bo == nil {
+		o.bo = backoff.NewExponentialBackOff(
+			backoff.WithInitialInterval(p.initial),
+			backoff.WithMaxInterval(p.cap),
+			backoff.WithMultiplier(probeMultiplier),
+			backoff.WithRandomizationFactor(probeJitter),
+			backoff.WithMaxElapsedTime(0),
+			backoff.WithClockProvider(&o.clock),
+		)
+		o.bo.Reset()
+	}
+	return o.bo
 }
 
 // outage logs, at Info, that the host of key went down or came back, once
@@ -269,18 +289,9 @@ func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict) {
 		// failed, not the host), their failures add nothing.
 		o.downAt = seq
 		o.setDown(true)
-		if o.bo == nil {
-			o.bo = backoff.NewExponentialBackOff(
-				backoff.WithInitialInterval(k.env.probe.initial),
-				backoff.WithMaxInterval(k.env.probe.cap),
-				backoff.WithMultiplier(probeMultiplier),
-				backoff.WithRandomizationFactor(probeJitter),
-				backoff.WithMaxElapsedTime(0),
-				backoff.WithClockProvider(&o.clock),
-			)
-		}
-		o.bo.Reset()
-		o.next = satAdd(now, int64(o.bo.NextBackOff()))
+		bo := o.backoff(k.env.probe)
+		bo.Reset()
+		o.next = satAdd(now, int64(bo.NextBackOff()))
 	case !o.down:
 	case o.probing && seq == o.probe:
 		o.probing = false

@@ -75,6 +75,41 @@ type SharedLearner interface {
 	Learn(ctx context.Context, key string, sig Signal) error
 }
 
+// A SharedProber is a SharedQuota that shares the probes of a host that
+// is down among every process, so that the fleet sends one probe at a
+// time, not one per process (see RetryOptions.ProbeInterval). A Transport
+// whose host goes down tells it so; every Transport holds its queue while
+// it reports the host down; only the process granted the turn sends the
+// probe; the probe's success ends the outage for all of them at once.
+//
+// A Transport asks HostState before each request leaves (from memory: it
+// must not make a round trip), and the other methods only while its host
+// is down, or as it goes down or comes back. An error leaves the Transport
+// probing on its own, as it does without a SharedProber.
+type SharedProber interface {
+	// HostDown reports that a request on key found its host down. The
+	// first report starts the fleet's outage, its first probe due after
+	// initial; one from the process that holds the probe turn ends the
+	// turn and puts the next probe after twice the last interval, up to
+	// most; both jittered. Any other report changes nothing. It returns
+	// how long from now the next probe is due.
+	HostDown(ctx context.Context, key string, initial, most time.Duration) (time.Duration, error)
+
+	// HostUp reports that a request on key sent after its host was found
+	// down got an answer: the fleet's outage ends.
+	HostUp(ctx context.Context, key string) error
+
+	// ProbeTurn asks for the turn to send the next probe of key's host. It
+	// returns 0 when this process has it, or when no outage is on;
+	// otherwise how long from now to ask again.
+	ProbeTurn(ctx context.Context, key string) (time.Duration, error)
+
+	// HostState returns what this process knows of key's host, from
+	// memory: whether it is down, and if so how long from now the fleet's
+	// next probe is due (0 or less: due now).
+	HostState(key string) (down bool, next time.Duration)
+}
+
 // WithSharedQuota makes every key take its pace from q as well as from its
 // own limits, and share its pauses through q. The key given to q is the
 // key of KeyFunc: use one that names the quota (the token, say), the same

@@ -267,6 +267,8 @@ func (c *call) prepare(s *slot) (*http.Request, error) {
 // or retried.
 func (c *call) send(s *slot, out *http.Request, sig *Signal) (*http.Response, outageVerdict, error) {
 	t, k, o, ctx := c.t, s.k, c.t.obs, c.ctx
+	wasDown := k.isDown()
+	wasProbe := wasDown && k.isProbe(s.dep.seq)
 	k.sending()
 	resp, err := t.base.RoundTrip(out)
 	c.bodyOurs = false // the base closes it
@@ -293,6 +295,7 @@ func (c *call) send(s *slot, out *http.Request, sig *Signal) (*http.Response, ou
 		t.pauseShared(ctx, c.key, sig)
 		t.learnShared(ctx, c.key, k, sig)
 	}
+	t.shareHealth(ctx, c.key, k, hv, wasDown, wasProbe)
 	k.seen()
 	if o != nil {
 		o.outage(ctx, c.req, c.key, k)
@@ -419,9 +422,32 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			s.unsent()
 			return k.br.openError(gobreaker.ErrOpenState, time.Now())
 		}
+		p := t.prober()
+		turn := false
+		if p != nil {
+			// The fleet reports the host down: the request waits with the
+			// others, unless it is the probe whose turn it is.
+			var wait time.Duration
+			var ok bool
+			if wait, ok, turn = t.fleetGate(ctx, p, key, k, dep.seq); !ok {
+				k.fleetHold(wait)
+				s.unsent()
+				front = true
+				continue
+			}
+		}
 		if err := t.reserveShared(ctx, key, k, cost, queued); err != nil {
 			s.unsent()
 			return err
+		}
+		if p != nil && !turn {
+			if down, wait := p.HostState(key); down {
+				// Down since the request reserved its slot.
+				k.fleetHold(wait)
+				s.unsent()
+				front = true
+				continue
+			}
 		}
 		if k.br != nil && !k.br.hold {
 			s.done = k.watchBreaker(s.done)

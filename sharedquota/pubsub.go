@@ -106,6 +106,9 @@ func (r *Redis) listen() {
 // heard applies a published pause: "<hash name> <µs left>", for a key this
 // process uses.
 func (r *Redis) heard(payload string) {
+	if r.heardOutage(payload) {
+		return
+	}
 	i := strings.LastIndexByte(payload, ' ')
 	if i < 0 {
 		return

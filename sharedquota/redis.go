@@ -58,6 +58,8 @@ type Redis struct {
 	closed    atomic.Bool
 
 	metricsReg metric.Registration // nil without WithMeterProvider
+
+	outs outages // the outages of the keys' hosts: see outage.go
 }
 
 var (
@@ -602,6 +604,10 @@ func scriptName(s *redis.Script) string {
 		return "paused"
 	case learnScript:
 		return "learn"
+	case outageDownScript, outageUpScript:
+		return "outage"
+	case probeTurnScript:
+		return "probe"
 	}
 	return "heartbeat"
 }

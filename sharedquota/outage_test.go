@@ -1,0 +1,258 @@
+package sharedquota
+
+import (
+	"context"
+	"flag"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/headway-go/headway"
+	"github.com/headway-go/headway/fakeserver"
+	"github.com/redis/go-redis/v9"
+)
+
+// fleetOutage is what a fleet of Transports did through one outage.
+type fleetOutage struct {
+	into, total        int64         // requests that reached the server during the outage; in all
+	ok, failed         int           // answers the callers got
+	elapsed, resume    time.Duration // from the first request to the last answer; from the outage's end to the first success after it
+	roundTrips, during int64         // Redis round trips: in all; during the outage
+}
+
+// runFleetOutage sends n GETs from procs Transports, each with workers
+// goroutines, its own http.Transport, its own go-redis client and its own
+// quota (shared through Redis at addr when shared), at 100 a second in
+// all, into a server that fails in shape for 3 s from 1 s on: the outage
+// scenario of the bench module, split over a fleet.
+func runFleetOutage(tb testing.TB, addr string, shape fakeserver.OutageShape, procs, workers, n int, shared, probes bool) fleetOutage {
+	tb.Helper()
+	const rate, burst = 100, 10
+	var (
+		mu      sync.Mutex
+		resumed time.Time
+		downTo  time.Time
+	)
+	fs, err := fakeserver.Start(fakeserver.Config{
+		Limit: rate, Window: time.Second, Burst: burst,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			now := time.Now()
+			mu.Lock()
+			if resumed.IsZero() && !downTo.IsZero() && !now.Before(downTo) {
+				resumed = now
+			}
+			mu.Unlock()
+			io.WriteString(w, "{}")
+		}),
+		Faults: fakeserver.Faults{Outage: shape, Latency: 5 * time.Millisecond, Jitter: 5 * time.Millisecond, Seed: 1},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer fs.Close()
+	prefix := testPrefix(tb)
+	var quotas []*Redis
+	clients := make([]*http.Client, procs)
+	for i := range clients {
+		opts := []headway.Option{
+			headway.WithLimit(headway.PerSecond(rate).WithBurst(burst - 1)),
+			headway.WithRetry(headway.RetryOptions{MaxAttempts: 30, Statuses: []int{429, 500, 502, 503, 504}}),
+		}
+		if shared {
+			c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+			defer c.Close()
+			q := NewRedis(c, WithPrefix(prefix), WithTimeout(time.Second))
+			defer q.Close()
+			quotas = append(quotas, q)
+			var sq headway.SharedQuota = q
+			if !probes {
+				sq = quotaOnly{r: q}
+			}
+			opts = append(opts, headway.WithSharedQuota(sq))
+		}
+		base := &http.Transport{ResponseHeaderTimeout: 200 * time.Millisecond, MaxIdleConnsPerHost: 2 * workers}
+		defer base.CloseIdleConnections()
+		clients[i] = &http.Client{Transport: headway.New(base, opts...)}
+	}
+	trips := func() (s int64) {
+		for _, q := range quotas {
+			s += q.Stats().RoundTrips
+		}
+		return s
+	}
+	start := time.Now()
+	from, to := start.Add(time.Second), start.Add(4*time.Second)
+	mu.Lock()
+	downTo = to
+	mu.Unlock()
+	fs.Server.SetOutage(from, to)
+	var (
+		next     atomic.Int64
+		res      fleetOutage
+		last     time.Time
+		wg       sync.WaitGroup
+		tripsAt0 atomic.Int64
+		tripsAt1 atomic.Int64
+	)
+	time.AfterFunc(time.Until(from), func() { tripsAt0.Store(trips()) })
+	time.AfterFunc(time.Until(to), func() { tripsAt1.Store(trips()) })
+	for _, c := range clients {
+		for range workers {
+			wg.Go(func() {
+				for next.Add(1) <= int64(n) {
+					resp, err := c.Get(fs.URL + "/items")
+					ok := err == nil && resp.StatusCode == http.StatusOK
+					if err == nil {
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+					mu.Lock()
+					if ok {
+						res.ok++
+					} else {
+						res.failed++
+					}
+					last = time.Now()
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	st := fs.Server.Stats()
+	mu.Lock()
+	defer mu.Unlock()
+	res.into, res.total = st.Outage, st.Total
+	res.elapsed = last.Sub(start)
+	if !resumed.IsZero() {
+		res.resume = resumed.Sub(to)
+	}
+	res.roundTrips, res.during = trips(), tripsAt1.Load()-tripsAt0.Load()
+	return res
+}
+
+// BenchmarkFleetOutage runs the outage of issue 11 (600 GETs, 8 workers,
+// 100/s, the server fails for 3 s) through 4 Transports that share their
+// quota, and their probes, through Redis, each with its own go-redis
+// client: real time, over loopback, some 8 s per shape.
+func BenchmarkFleetOutage(b *testing.B) {
+	addr := redisAddr(b)
+	for _, sh := range []struct {
+		name  string
+		shape fakeserver.OutageShape
+	}{{"500s", fakeserver.OutageError}, {"resets", fakeserver.OutageReset}, {"hangs", fakeserver.OutageHang}} {
+		b.Run(sh.name, func(b *testing.B) {
+			for range b.N {
+				r := runFleetOutage(b, addr, sh.shape, 4, 2, 600, true, !*noProbes)
+				b.ReportMetric(float64(r.into), "into-outage")
+				b.ReportMetric(float64(r.failed), "failed")
+				b.ReportMetric(r.elapsed.Seconds(), "s")
+				b.ReportMetric(float64(r.resume.Milliseconds()), "resume-ms")
+				b.ReportMetric(float64(r.roundTrips), "redis-trips")
+				b.ReportMetric(float64(r.during), "redis-trips-in-outage")
+			}
+		})
+	}
+}
+
+var noProbes = flag.Bool("no-shared-probes", false, "BenchmarkFleetOutage: share the quota, not the probes")
+
+// quotaOnly is a shared quota without its probes: what a fleet did before
+// it shared them.
+type quotaOnly struct{ r *Redis }
+
+func (q quotaOnly) Reserve(ctx context.Context, key string, limits []headway.Limit, cost int, within time.Duration) (time.Duration, error) {
+	return q.r.Reserve(ctx, key, limits, cost, within)
+}
+
+func (q quotaOnly) Pause(ctx context.Context, key string, d time.Duration) error {
+	return q.r.Pause(ctx, key, d)
+}
+
+// TestProbeTurnIsShared: a host one quota reports down is down for the
+// others as soon as the report is published; only one of them gets the
+// turn to probe once it is due; a failed probe of the holder puts the next
+// one out, a report of another changes nothing; and a success anywhere ends
+// it for all.
+func TestProbeTurnIsShared(t *testing.T) {
+	addr := redisAddr(t)
+	a := newQuota(t, newClient(t, addr))
+	b := NewRedis(newClient(t, addr), WithTimeout(slowTimeout), WithPrefix(a.cfg.prefix), WithHeartbeat(time.Hour))
+	defer b.Close()
+	ctx := context.Background()
+	waitFor(t, 10*time.Second, func() bool { return a.sub.since.Load() != 0 && b.sub.since.Load() != 0 })
+	b.state("k") // b uses the key: it listens to its outages
+	if down, _ := b.HostState("k"); down {
+		t.Fatal("down before any report")
+	}
+	w, err := a.HostDown(ctx, "k", 2*time.Millisecond, 4*time.Millisecond)
+	if err != nil || w <= 0 || w > 3*time.Millisecond {
+		t.Fatalf("HostDown: %v, %v; want a first probe within 2 ms ±25%%", w, err)
+	}
+	waitFor(t, 10*time.Second, func() bool { down, _ := b.HostState("k"); return down })
+	// A second report, not from the holder of a turn, changes nothing.
+	if w2, err := b.HostDown(ctx, "k", time.Second, time.Second); err != nil || w2 > w {
+		t.Fatalf("a second HostDown moved the next probe: %v → %v, %v", w, w2, err)
+	}
+	var turnA, turnB time.Duration
+	waitFor(t, 10*time.Second, func() bool {
+		turnA, err = a.ProbeTurn(ctx, "k")
+		return err == nil && turnA == 0
+	})
+	if turnB, err = b.ProbeTurn(ctx, "k"); err != nil || turnB <= 0 || turnB > probeLease {
+		t.Fatalf("b got the turn a holds: %v, %v", turnB, err)
+	}
+	ok := outageKey(a.state("k").hashKey)
+	if ttl := a.c.(*redis.Client).PTTL(ctx, ok).Val(); ttl <= 0 || ttl > probeLease+2*time.Second {
+		t.Fatalf("the outage record's TTL is %v: want one bounded by the turn and the margin", ttl)
+	}
+	// The holder's probe failed: the next one is twice the interval on.
+	if w, err = a.HostDown(ctx, "k", 2*time.Millisecond, 4*time.Millisecond); err != nil || w < 3*time.Millisecond-time.Millisecond/2 || w > 5*time.Millisecond {
+		t.Fatalf("HostDown of the holder: %v, %v; want the next probe 4 ms ±25%% on", w, err)
+	}
+	if err := b.HostUp(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() bool { down, _ := a.HostState("k"); return !down })
+	if n := a.c.(*redis.Client).Exists(ctx, ok).Val(); n != 0 {
+		t.Fatal("the outage record outlived the host's return")
+	}
+	if w, err := a.ProbeTurn(ctx, "k"); err != nil || w != 0 {
+		t.Fatalf("ProbeTurn with no outage on: %v, %v", w, err)
+	}
+}
+
+// TestOutageRecordIsValidated: whatever another program left in the
+// outage record reads as no outage, and the next report writes it anew,
+// within bounds.
+func TestOutageRecordIsValidated(t *testing.T) {
+	addr := redisAddr(t)
+	c := newClient(t, addr)
+	q := newQuota(t, c)
+	ctx := context.Background()
+	ok := outageKey(q.state("k").hashKey)
+	for _, bad := range [][]string{
+		{"next", "nan", "iv", "1000"},
+		{"next", "inf", "iv", "1000"},
+		{"next", "-5", "iv", "1000"},
+		{"next", "99999999999999999999", "iv", "1000"},
+		{"next", "1", "iv", "-inf"},
+		{"next", "1", "iv", "text"},
+	} {
+		c.Del(ctx, ok)
+		c.HSet(ctx, ok, bad[0], bad[1], bad[2], bad[3], "own", "x", "ou", "nan")
+		if w, err := q.ProbeTurn(ctx, "k"); err != nil || w != 0 {
+			t.Errorf("%v: ProbeTurn = %v, %v; want no outage", bad, w, err)
+		}
+		w, err := q.HostDown(ctx, "k", 100*time.Millisecond, 200*time.Millisecond)
+		if err != nil || w < 75*time.Millisecond || w > 125*time.Millisecond {
+			t.Errorf("%v: HostDown = %v, %v; want a new outage, its first probe in 100 ms ±25%%", bad, w, err)
+		}
+		if ttl := c.PTTL(ctx, ok).Val(); ttl <= 0 || ttl > 125*time.Millisecond+2*time.Second {
+			t.Errorf("%v: TTL %v", bad, ttl)
+		}
+	}
+}
