@@ -46,8 +46,11 @@ import (
 // just after the boundary says it is low), so bounds that contradict each
 // other even at a second's resolution make the model a window: it spends
 // what is left, then waits for the reset, and for each boundary after it a
-// window length on (measured between the resets stated). Quota that comes
-// back well before the reset makes it a bucket again.
+// window length on (measured between the resets stated). In each window
+// it holds at least the least remaining its answers stated, less the
+// requests still in flight (see sync), and answers counted in a window
+// that has ended correct nothing. Quota that comes back well before the
+// reset makes it a bucket again.
 //
 // Requests in flight are spent the moment they leave; requests that leave
 // close together (groupSpan) are compared with the level after all of them,
@@ -74,7 +77,9 @@ type serverModel struct {
 	// secondReset reports that the answer being observed stated its reset
 	// to the second (set by the key before observe).
 	secondReset bool
-	period      int64 // with window: the length of a window, once seen; 0 if not
+	period      int64   // with window: the length of a window, once seen; 0 if not
+	winMin      float64 // with window: the least remaining stated in the present window
+	turnAt      int64   // with window: when the present window's first answered departure left
 
 	// margin is the requests kept back beyond the one reserve, for the
 	// errors of the model: it grows by one with each prediction the
@@ -182,6 +187,9 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *Signal) {
 		m.spanAt, m.spanInnov = now, 0
 	case rec.seq != seq || !rec.ok:
 		// Too old to compare with what the model expected.
+	case m.window && rec.at < m.turnAt && sig.Reset > 0 && satAdd(now, int64(sig.Reset)) < m.resetSeen-m.answerResolution():
+		// Sent before the present window's first answer and counted in a
+		// window that has ended: what it had left says nothing of this one.
 	default:
 		pred, alone := m.groupPred(rec)
 		if sig.Throttled {
@@ -232,11 +240,45 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *Signal) {
 		// request, and a window's answers that come back late name a
 		// boundary already passed.
 		if at := satAdd(now, int64(sig.Reset)); at > m.resetSeen {
-			if m.window && m.resetSeen > 0 && at-m.resetSeen > m.answerResolution() {
+			turned := m.window && m.resetSeen > 0 && at-m.resetSeen > m.answerResolution()
+			if turned {
 				m.period = at - m.resetSeen // the next window's end
 			}
 			m.resetSeen, m.resetAt = at, at
+			if turned {
+				m.winMin, m.turnAt = math.Inf(1), now
+				if rec.seq == seq {
+					m.turnAt = rec.at
+				}
+			}
 		}
+		if m.window && !sig.Throttled && abs64(satAdd(now, int64(sig.Reset))-m.resetSeen) <= m.answerResolution() {
+			m.winMin = min(m.winMin, left)
+			m.sync(now, seq)
+		}
+	}
+}
+
+// sync lifts a window's model to what the answers of the present window
+// prove is left: the least remaining one of them stated, less the
+// departures still unanswered (but seq's), which the server may count
+// after it. Exact once every answer is in; only up, since the answers
+// correct the model down as for any server. A model that took the window
+// for a bucket when the boundary passed would otherwise keep its low
+// level (an answer above its prediction lifts it only when no earlier
+// request is in flight: a bucket's answers overtake each other) and leave
+// the window's quota unused until the next boundary.
+func (m *serverModel) sync(now int64, seq uint64) {
+	others, oldest := 0, now
+	for i := range m.ring() {
+		if r := &m.deps[i]; r.seq != 0 && r.seq != seq && r.ok && !r.done {
+			others++
+			oldest = min(oldest, r.at)
+		}
+	}
+	target := m.winMin - float64(others)
+	if l := m.level(max(now, m.at)); target > l {
+		m.correct(now, oldest, target-l)
 	}
 }
 

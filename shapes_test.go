@@ -161,7 +161,7 @@ func TestSparseShapes(t *testing.T) {
 	stands := map[string]standing{
 		"fixed-window-date-skewed": {0.88, 40, true}, // the throttles of learning the window
 		"discord-routes":           {0.93, 8, true},
-		"discord-routes-global":    {0.7, 150, true}, // 0.8 to 0.997 from run to run; 14 to 106 throttles while the global window is learned
+		"discord-routes-global":    {0.8, 60, true}, // 0.87 to 0.998, 14 to 45 throttles while the global window is learned (300 -race runs)
 		"retry-after-only":         {0.80, 40, true},
 		"bare-429":                 {0.95, 40, true},
 	}
@@ -174,4 +174,47 @@ func TestSparseShapes(t *testing.T) {
 		cases = append(cases, c)
 	}
 	runShapeCases(t, cases)
+}
+
+// TestFixedWindowEnteredLate starts the fixed-window row of issue 15 at
+// several instants of the server's window (virtual time starts on a
+// boundary; real runs do not), and holds the issue's target. Two things
+// cost a run a late start:
+//
+//   - With less than a second of the first window left, its stated reset
+//     puts no upper bound on a refill rate and the model takes the window
+//     for a bucket; when the boundary passes, the new window's answers
+//     must lift it, or the window's quota goes unused until the next
+//     boundary (efficiency 0.72-0.77, one window late).
+//   - Dates have whole seconds and the first ones bound the server's clock
+//     only to a second; a client that spends each window at once, at the
+//     same fraction of a second, never learns more, and enters every window
+//     up to a second late (0.92-0.95), unless some of its requests read
+//     the clock where its second turns.
+func TestFixedWindowEnteredLate(t *testing.T) {
+	var sh fakeserver.Shape
+	for _, s := range fakeserver.RoundedShapes() {
+		if s.Name == "fixed-window-epoch-reset" {
+			sh = s
+		}
+	}
+	for _, phase := range []time.Duration{700, 1500, 2000, 2300, 2600} {
+		phase *= time.Millisecond
+		for _, workers := range []int{8, 32} {
+			t.Run(fmt.Sprintf("%v/%d", phase, workers), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					time.Sleep(phase)
+					srv := fakeserver.New(sh.Config)
+					r := runShape(t, sh, srv, srv.Transport(), "http://api.test", 150, workers)
+					t.Log(r)
+					if r.efficiency < 0.95 {
+						t.Errorf("efficiency %.3f, want at least 0.95", r.efficiency)
+					}
+					if r.throttled > 1 || r.early != 0 {
+						t.Errorf("%d throttled, %d early; want at most 1 and 0", r.throttled, r.early)
+					}
+				})
+			})
+		}
+	}
 }

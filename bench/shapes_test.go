@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ var (
 	shapes   = flag.Bool("shapes", false, "run the loopback shapes (minutes of real time)")
 	runs     = flag.Int("runs", 3, "runs of each shape, worker count and configuration")
 	parallel = flag.Int("parallel", 4, "shape runs at once")
+	only     = flag.String("only", "", "run only the shapes whose names contain this")
 )
 
 // TestShapes runs headway over real loopback against the servers of
@@ -24,6 +26,8 @@ var (
 // TestTable -write puts into BENCHMARKS.md:
 //
 //	go test -run TestShapes -shapes -v -write
+//
+// -only runs the shapes whose names contain it (not with -write).
 func TestShapes(t *testing.T) {
 	if !*shapes {
 		t.Skip("real time: run with -shapes")
@@ -36,6 +40,9 @@ func TestShapes(t *testing.T) {
 	var jobs []job
 	for range *runs {
 		for _, sh := range fakeserver.RoundedShapes() {
+			if !strings.Contains(sh.Name, *only) {
+				continue
+			}
 			for _, limited := range []bool{false, true} {
 				for _, w := range []int{8, 32} {
 					jobs = append(jobs, job{sh, w, limited})
@@ -43,6 +50,9 @@ func TestShapes(t *testing.T) {
 			}
 		}
 		for _, sh := range fakeserver.SparseShapes() {
+			if !strings.Contains(sh.Name, *only) {
+				continue
+			}
 			for _, w := range []int{8, 32} {
 				jobs = append(jobs, job{sh, w, false})
 			}
@@ -62,15 +72,15 @@ func TestShapes(t *testing.T) {
 				return
 			}
 			results[i] = r
-			t.Logf("%s/%d/limit=%v: efficiency %.3f, %d throttled, %d early, %d failed",
-				j.sh.Name, j.workers, j.limited, r.Efficiency, r.Throttled, r.Early, r.Failed)
+			t.Logf("%s/%d/limit=%v: efficiency %.3f (%v), %d throttled, %d early, %d failed",
+				j.sh.Name, j.workers, j.limited, r.Efficiency, r.Elapsed.Round(time.Millisecond), r.Throttled, r.Early, r.Failed)
 		})
 	}
 	wg.Wait()
 	took := time.Since(began)
 	table := ShapeTable(results)
 	fmt.Print(table)
-	if *write {
+	if *write && *only == "" {
 		m := CurrentMachine()
 		doc := fmt.Sprintf("%s\nEach cell is three runs, side by side. Made with `cd bench && go test -run TestShapes -shapes -v -write` "+
 			"(%d runs at once, %v of wall-clock time) on a machine with %d CPUs, %s, %s, %s, shared with other work while it ran.\n",
