@@ -27,6 +27,14 @@ func (h *hostState) clockOffset() (time.Duration, bool) {
 	return time.Duration(h.offsetNs.Load()), true
 }
 
+// offsetBounds returns the bounds on the offset of the host's clock from
+// ours, once a Date has been read.
+func (h *hostState) offsetBounds() (lo, hi time.Duration, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.offset.lo, h.offset.hi, h.offset.n > 0
+}
+
 // observeDate narrows the offset with a response whose Date is date, to a
 // request sent at sent and answered at recv.
 func (h *hostState) observeDate(date, sent, recv time.Time) {

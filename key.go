@@ -29,10 +29,13 @@ type keyEnv struct {
 // while the head of the queue waits for the pacer, wakes the queue; no
 // goroutine waits on a request's behalf.
 type keyState struct {
-	env      *keyEnv
-	lims     []Limit
-	host     *hostState
-	hostName string
+	env  *keyEnv
+	lims []Limit
+	// sharedLims are the limits reserved in the shared quota: lims, one
+	// request of each burst held in reserve (see sharedLimits).
+	sharedLims []Limit
+	host       *hostState
+	hostName   string
 
 	mu sync.Mutex
 	// The first attempts of the current budget bucket, counted here, next
@@ -67,6 +70,8 @@ type keyState struct {
 	// held for the cap at most; a request whose wait would be longer fails
 	// at once (see holdStated).
 	statedUntil int64
+
+	sample dateSampling // the next request that reads the server's clock
 
 	// The bare throttles of a key with configured limits: the departures
 	// sent when the last one came, and when the last rareThrottles came.
@@ -149,10 +154,13 @@ func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 		// slow first answer (a long call) must not hold the others up.
 		d = max(d, satAdd(k.firstAt, int64(probeWait)))
 	}
-	if m, _ := k.modelFor(route); m.known {
+	if m, b := k.modelFor(route); m.known {
 		if md := m.earliest(d, float64(n)); md > d {
 			d = md
 			m.held = true
+		}
+		if b == nil {
+			d = k.dateSample(d, m)
 		}
 	}
 	if k.window.on {
@@ -177,6 +185,7 @@ func (k *keyState) take(d, now, cost int64, route string) departure {
 		m.take(max(d, now), dep.seq)
 	}
 	k.window.take(d)
+	k.sampled(max(d, now))
 	if k.aimd.active {
 		k.aimdB.Interval = k.aimd.interval(d)
 		k.aimdB.Take(d, cost)

@@ -2,6 +2,7 @@ package headway
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/headway-go/headway/ratelimitheader"
@@ -22,7 +23,8 @@ import (
 type SharedQuota interface {
 	// Reserve spends cost units of each of limits for one request on key,
 	// in every process at once, and returns how long from now the request
-	// must wait before it leaves.
+	// must wait before it leaves. A Transport passes its limits with one
+	// request of each burst held in reserve (a burst of 10 as 9).
 	//
 	// The caller can wait within at most. When the wait would be longer,
 	// Reserve spends nothing and returns that wait (so a wait over within
@@ -144,7 +146,8 @@ func (t *Transport) reserveShared(ctx context.Context, key string, k *keyState, 
 		return max(w, 0)
 	}
 	allowed := within()
-	wait, err := q.Reserve(ctx, key, k.lims, int(cost), allowed)
+	lims := k.sharedLims
+	wait, err := q.Reserve(ctx, key, lims, int(cost), allowed)
 	if err != nil {
 		return err
 	}
@@ -166,7 +169,7 @@ func (t *Transport) reserveShared(ctx context.Context, key string, k *keyState, 
 		// turn with the others held, rather than leaving with all of them
 		// the moment it ends.
 		allowed = within()
-		if wait, err = q.Reserve(ctx, key, k.lims, int(cost), allowed); err != nil {
+		if wait, err = q.Reserve(ctx, key, lims, int(cost), allowed); err != nil {
 			return err
 		}
 	}
@@ -196,4 +199,31 @@ func (t *Transport) learnShared(ctx context.Context, key string, k *keyState, si
 	}
 	s.Wait = min(s.Wait, t.cfg.maxRetryAfter) // shared no longer than it holds the key here
 	_ = l.Learn(context.WithoutCancel(ctx), key, s)
+}
+
+// withReserve returns the limits a key reserves in the shared quota: lims
+// with one request of each burst of two or more held in reserve, as a
+// key's model of the server does on its own (see serverModel.earliest).
+// A fleet that spends the server's exact burst at once, then one slot an
+// interval, leaves no room for a request of one process that reaches the
+// server a little before its slot (the processes' requests take different
+// paths from Redis to the server, and the server's bucket starts when the
+// first of them arrives): each such request is a throttle, and its pause
+// the whole fleet's. The reserve costs one interval, once. Every process
+// reserves the same limits, so they share one schedule.
+func withReserve(lims []Limit) []Limit {
+	var out []Limit
+	for i, l := range lims {
+		if l.Burst < 2 {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(lims)
+		}
+		out[i].Burst--
+	}
+	if out == nil {
+		return lims
+	}
+	return out
 }

@@ -178,11 +178,19 @@ func TestSparseShapes(t *testing.T) {
 
 // TestFixedWindowEnteredLate starts the fixed-window row of issue 15 at
 // several instants of the server's window (virtual time starts on a
-// boundary; real runs do not). With less than a second of the first
-// window left, its stated reset puts no upper bound on a refill rate and
-// the model takes the window for a bucket; when the boundary passes, the
-// new window's answers must lift it, or the window's quota goes unused
-// until the next boundary (efficiency 0.72-0.77, one window late).
+// boundary; real runs do not), and holds the issue's target. Two things
+// cost a run a late start:
+//
+//   - With less than a second of the first window left, its stated reset
+//     puts no upper bound on a refill rate and the model takes the window
+//     for a bucket; when the boundary passes, the new window's answers
+//     must lift it, or the window's quota goes unused until the next
+//     boundary (efficiency 0.72-0.77, one window late).
+//   - Dates have whole seconds and the first ones bound the server's clock
+//     only to a second; a client that spends each window at once, at the
+//     same fraction of a second, never learns more, and enters every window
+//     up to a second late (0.92-0.95), unless some of its requests read
+//     the clock where its second turns.
 func TestFixedWindowEnteredLate(t *testing.T) {
 	var sh fakeserver.Shape
 	for _, s := range fakeserver.RoundedShapes() {
@@ -190,7 +198,7 @@ func TestFixedWindowEnteredLate(t *testing.T) {
 			sh = s
 		}
 	}
-	for _, phase := range []time.Duration{2000, 2300, 2600} {
+	for _, phase := range []time.Duration{700, 1500, 2000, 2300, 2600} {
 		phase *= time.Millisecond
 		for _, workers := range []int{8, 32} {
 			t.Run(fmt.Sprintf("%v/%d", phase, workers), func(t *testing.T) {
@@ -199,10 +207,8 @@ func TestFixedWindowEnteredLate(t *testing.T) {
 					srv := fakeserver.New(sh.Config)
 					r := runShape(t, sh, srv, srv.Transport(), "http://api.test", 150, workers)
 					t.Log(r)
-					// Within a second of the least time (the clock offset, from
-					// Dates in whole seconds, may cost part of one), not a window.
-					if r.efficiency < 0.9 {
-						t.Errorf("efficiency %.3f, want at least 0.9: a window's quota unused", r.efficiency)
+					if r.efficiency < 0.95 {
+						t.Errorf("efficiency %.3f, want at least 0.95", r.efficiency)
 					}
 					if r.throttled > 1 || r.early != 0 {
 						t.Errorf("%d throttled, %d early; want at most 1 and 0", r.throttled, r.early)

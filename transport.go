@@ -545,6 +545,9 @@ func (t *Transport) newKey(key string, req *http.Request) *keyState {
 	lims := t.cfg.limitsFor(req)
 	k := &keyState{env: &t.keyEnv, lims: lims, hostName: req.URL.Host}
 	k.pacer.init(lims)
+	if t.cfg.shared != nil {
+		k.sharedLims = withReserve(lims)
+	}
 	k.host = t.hosts.get(k.hostName)
 	k.budget = t.retry.newBudget(t.epoch)
 	if t.cfg.breaker != nil {
