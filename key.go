@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/headway-go/headway/ratelimitheader"
 	"github.com/sony/gobreaker/v2"
 )
 
@@ -28,10 +29,13 @@ type keyEnv struct {
 // while the head of the queue waits for the pacer, wakes the queue; no
 // goroutine waits on a request's behalf.
 type keyState struct {
-	env      *keyEnv
-	lims     []Limit
-	host     *hostState
-	hostName string
+	env  *keyEnv
+	lims []Limit
+	// sharedLims are the limits reserved in the shared quota: lims, one
+	// request of each burst held in reserve (see sharedLimits).
+	sharedLims []Limit
+	host       *hostState
+	hostName   string
 
 	mu sync.Mutex
 	// The first attempts of the current budget bucket, counted here, next
@@ -436,7 +440,7 @@ func (k *keyState) answered(dep departure) {
 
 // observe applies what the response to dep, sent on route, said, at now.
 // coarse reports that the response stated its reset to the second.
-func (k *keyState) observe(now int64, dep departure, route string, sig *Signal, coarse bool) {
+func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimitheader.Signal, coarse bool) {
 	seq := dep.seq
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -449,7 +453,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *Signal, 
 	wait := min(sig.Wait, limit)
 	if sig.Throttled && sig.HasWait {
 		until := satAdd(now, int64(wait))
-		if sig.Scope == ScopeGlobal {
+		if sig.Scope == ratelimitheader.ScopeGlobal {
 			k.host.pause(until)
 			k.env.hostPaused(until)
 		} else {

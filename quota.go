@@ -2,7 +2,10 @@ package headway
 
 import (
 	"context"
+	"slices"
 	"time"
+
+	"github.com/headway-go/headway/ratelimitheader"
 )
 
 // A SharedQuota makes the pacing decisions of keys that must hold beyond one
@@ -20,7 +23,8 @@ import (
 type SharedQuota interface {
 	// Reserve spends cost units of each of limits for one request on key,
 	// in every process at once, and returns how long from now the request
-	// must wait before it leaves.
+	// must wait before it leaves. A Transport passes its limits with one
+	// request of each burst held in reserve (a burst of 10 as 9).
 	//
 	// The caller can wait within at most. When the wait would be longer,
 	// Reserve spends nothing and returns that wait (so a wait over within
@@ -57,8 +61,8 @@ const sharedRecheck = 10 * time.Millisecond
 // A SharedLearner is a SharedQuota that shares what one process learns from
 // a key's responses with every process, so that all of them act on what any
 // of them was told. A Transport calls Learn after each response that stated
-// a quota (Signal.HasRemaining) or a policy (Signal.Limit per
-// Signal.Period), never after one that said nothing about rate limits.
+// a quota (ratelimitheader.Signal.HasRemaining) or a policy (ratelimitheader.Signal.Limit per
+// ratelimitheader.Signal.Period), never after one that said nothing about rate limits.
 //
 // The Signal is the response's, except for one field: when it reports an
 // exhausted quota (Remaining 0) with a wait derived from its reset rather
@@ -70,7 +74,7 @@ const sharedRecheck = 10 * time.Millisecond
 // when it has nothing new to share. Its error is ignored: what a process
 // could not share it still acts on itself.
 type SharedLearner interface {
-	Learn(ctx context.Context, key string, sig Signal) error
+	Learn(ctx context.Context, key string, sig ratelimitheader.Signal) error
 }
 
 // A SharedProber is a SharedQuota that shares the probes of a host that
@@ -142,7 +146,8 @@ func (t *Transport) reserveShared(ctx context.Context, key string, k *keyState, 
 		return max(w, 0)
 	}
 	allowed := within()
-	wait, err := q.Reserve(ctx, key, k.lims, int(cost), allowed)
+	lims := k.sharedLims
+	wait, err := q.Reserve(ctx, key, lims, int(cost), allowed)
 	if err != nil {
 		return err
 	}
@@ -164,14 +169,14 @@ func (t *Transport) reserveShared(ctx context.Context, key string, k *keyState, 
 		// turn with the others held, rather than leaving with all of them
 		// the moment it ends.
 		allowed = within()
-		if wait, err = q.Reserve(ctx, key, k.lims, int(cost), allowed); err != nil {
+		if wait, err = q.Reserve(ctx, key, lims, int(cost), allowed); err != nil {
 			return err
 		}
 	}
 }
 
 // pauseShared tells the shared quota, if any, of a pause on key.
-func (t *Transport) pauseShared(ctx context.Context, key string, sig *Signal) {
+func (t *Transport) pauseShared(ctx context.Context, key string, sig *ratelimitheader.Signal) {
 	if q := t.cfg.shared; q != nil && sig.Throttled && sig.HasWait && sig.Wait > 0 {
 		// A failure to share the pause leaves it local: nothing to do.
 		_ = q.Pause(context.WithoutCancel(ctx), key, min(sig.Wait, t.cfg.maxRetryAfter))
@@ -180,7 +185,7 @@ func (t *Transport) pauseShared(ctx context.Context, key string, sig *Signal) {
 
 // learnShared tells the shared quota, if it learns, what a response to a
 // request on k said about its quota: only a response that stated one.
-func (t *Transport) learnShared(ctx context.Context, key string, k *keyState, sig *Signal) {
+func (t *Transport) learnShared(ctx context.Context, key string, k *keyState, sig *ratelimitheader.Signal) {
 	if !sig.HasRemaining && (sig.Limit <= 0 || sig.Period <= 0) {
 		return
 	}
@@ -194,4 +199,31 @@ func (t *Transport) learnShared(ctx context.Context, key string, k *keyState, si
 	}
 	s.Wait = min(s.Wait, t.cfg.maxRetryAfter) // shared no longer than it holds the key here
 	_ = l.Learn(context.WithoutCancel(ctx), key, s)
+}
+
+// withReserve returns the limits a key reserves in the shared quota: lims
+// with one request of each burst of two or more held in reserve, as a
+// key's model of the server does on its own (see serverModel.earliest).
+// A fleet that spends the server's exact burst at once, then one slot an
+// interval, leaves no room for a request of one process that reaches the
+// server a little before its slot (the processes' requests take different
+// paths from Redis to the server, and the server's bucket starts when the
+// first of them arrives): each such request is a throttle, and its pause
+// the whole fleet's. The reserve costs one interval, once. Every process
+// reserves the same limits, so they share one schedule.
+func withReserve(lims []Limit) []Limit {
+	var out []Limit
+	for i, l := range lims {
+		if l.Burst < 2 {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(lims)
+		}
+		out[i].Burst--
+	}
+	if out == nil {
+		return lims
+	}
+	return out
 }

@@ -157,3 +157,101 @@ func TestASharedSlotIsTakenOnlyWithinTheDeadline(t *testing.T) {
 		assert.Equal(t, 3*time.Second, time.Since(start))
 	})
 }
+
+// gcraQuota is a SharedQuota in memory that spends the limits it is given,
+// as one GCRA per key and limit: what sharedquota does in Redis.
+type gcraQuota struct {
+	mu   sync.Mutex
+	tat  map[string]time.Time
+	seen [][]Limit
+}
+
+func (q *gcraQuota) Reserve(_ context.Context, key string, lims []Limit, _ int, within time.Duration) (time.Duration, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.seen = append(q.seen, lims)
+	now, wait := time.Now(), time.Duration(0)
+	for _, l := range lims {
+		iv, burst := l.Interval(), time.Duration(max(l.Burst, 1))
+		wait = max(wait, q.tat[key+l.String()].Add(-(burst-1)*iv).Sub(now))
+	}
+	if wait > within {
+		return wait, nil
+	}
+	for _, l := range lims {
+		k := key + l.String()
+		q.tat[k] = later(q.tat[k], now.Add(wait)).Add(l.Interval())
+	}
+	return wait, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func (q *gcraQuota) Pause(context.Context, string, time.Duration) error { return nil }
+
+// bucketServer is a token bucket server, rate per second up to burst,
+// which says nothing but 429. Each process reaches it along its own path:
+// the RoundTripper of via.
+type bucketServer struct {
+	mu            sync.Mutex
+	rate, burst   float64
+	tokens        float64
+	at            time.Time
+	admitted, tmr int
+}
+
+func (s *bucketServer) via(delay time.Duration) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		time.Sleep(delay)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		now := time.Now()
+		if s.at.IsZero() {
+			s.tokens = s.burst
+		}
+		s.tokens = min(s.burst, s.tokens+now.Sub(s.at).Seconds()*s.rate)
+		s.at = now
+		code := http.StatusOK
+		if s.tokens >= 1 {
+			s.tokens--
+			s.admitted++
+		} else {
+			code = http.StatusTooManyRequests
+			s.tmr++
+		}
+		return &http.Response{StatusCode: code, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	})
+}
+
+// Issue 10: a fleet configured with the server's exact limits (20/s burst
+// 10) and sharing them spent the whole burst at once; a process whose path
+// to the server is slower started the server's bucket a few milliseconds
+// after the shared schedule, and the first request of another process to
+// leave at its slot after the burst came one token short: a throttle, and
+// in the IETF dialect a pause of a second for every process. The shared
+// reservation keeps one request of the burst in reserve, as each key's
+// model of the server does on its own.
+func TestASharedBurstKeepsOneInReserve(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &bucketServer{rate: 20, burst: 10}
+		q := &gcraQuota{tat: map[string]time.Time{}}
+		lim := WithLimit(PerSecond(20).WithBurst(10))
+		slow := New(srv.via(5*time.Millisecond), WithSharedQuota(q), lim, WithRetry(RetryOptions{MaxAttempts: 1}))
+		fast := New(srv.via(0), WithSharedQuota(q), lim, WithRetry(RetryOptions{MaxAttempts: 1}))
+		var wg sync.WaitGroup
+		wg.Go(func() { sendAll(t, slow, "http://api.test/", 10, 10) })
+		time.Sleep(20 * time.Millisecond) // the slow process took the burst
+		wg.Go(func() { sendAll(t, fast, "http://api.test/", 10, 2) })
+		wg.Wait()
+		assert.Zero(t, srv.tmr, "throttled")
+		assert.Equal(t, 20, srv.admitted)
+		for _, l := range q.seen {
+			assert.Equal(t, []Limit{PerSecond(20).WithBurst(9)}, l) // every process, every request
+		}
+	})
+}
