@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/headway-go/headway"
+	"github.com/headway-go/headway/ratelimitheader"
 )
 
 // learnedPolicy is the policy this process last shared for a key, and when.
@@ -47,7 +47,7 @@ func policyLife(period time.Duration) time.Duration { return max(2*period, time.
 // changed or that was last shared more than half its life ago, a pause
 // that ends later than the one this process knows of (by more than an
 // eighth of it). Otherwise it returns nil at once.
-func (r *Redis) Learn(ctx context.Context, key string, sig headway.Signal) error {
+func (r *Redis) Learn(ctx context.Context, key string, sig ratelimitheader.Signal) error {
 	if r.closed.Load() {
 		return ErrClosed
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/headway-go/headway"
+	"github.com/headway-go/headway/ratelimitheader"
 )
 
 // TestLearnShared: what process A learns, process B obeys: a stated
@@ -20,7 +21,7 @@ func TestLearnShared(t *testing.T) {
 	defer b.Close()
 	ctx := context.Background()
 
-	policy := headway.Signal{Limit: 10, Period: 10 * time.Second}
+	policy := ratelimitheader.Signal{Limit: 10, Period: 10 * time.Second}
 	if err := a.Learn(ctx, "p", policy); err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func TestLearnShared(t *testing.T) {
 		t.Fatalf("configured limits: wait %v, want 0", d)
 	}
 
-	exhausted := headway.Signal{HasRemaining: true, Remaining: 0, HasWait: true, Wait: 3 * time.Second, Reset: 10 * time.Second}
+	exhausted := ratelimitheader.Signal{HasRemaining: true, Remaining: 0, HasWait: true, Wait: 3 * time.Second, Reset: 10 * time.Second}
 	if err := a.Learn(ctx, "x", exhausted); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestLearnShared(t *testing.T) {
 		t.Fatalf("exhausted with a policy: wait %v, want one interval (100ms), not the reset", d)
 	}
 	// A stated delay is Pause's business, not Learn's.
-	stated := headway.Signal{HasRemaining: true, HasWait: true, RetryAfter: true, Wait: time.Second}
+	stated := ratelimitheader.Signal{HasRemaining: true, HasWait: true, RetryAfter: true, Wait: time.Second}
 	if err := a.Learn(ctx, "z", stated); err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func TestLearnedPolicyStartsFromWhatIsLeft(t *testing.T) {
 	b := NewRedis(newClient(t, addr), WithTimeout(slowTimeout), WithPrefix(a.cfg.prefix))
 	defer b.Close()
 	ctx := context.Background()
-	sig := headway.Signal{HasRemaining: true, Remaining: 9, Limit: 20, Period: time.Second}
+	sig := ratelimitheader.Signal{HasRemaining: true, Remaining: 9, Limit: 20, Period: time.Second}
 	if err := a.Learn(ctx, "k", sig); err != nil {
 		t.Fatal(err)
 	}
