@@ -3,6 +3,8 @@ package headway
 import (
 	"math"
 	"time"
+
+	"github.com/headway-go/headway/ratelimitheader"
 )
 
 // What the server says shapes the pace of a key through three pieces, each
@@ -159,7 +161,7 @@ const minRate = 1e-13
 
 // observe takes in what a response to departure seq said at now. sent is
 // the number of departures so far.
-func (m *serverModel) observe(now int64, seq, sent uint64, sig *Signal) {
+func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.Signal) {
 	if sig.Limit > 0 && sig.Period > 0 && !sig.OverMaxServerWait {
 		// A stated policy: Limit requests per Period.
 		m.rate, m.rateStated = float64(sig.Limit)/float64(sig.Period), true

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headway-go/headway/ratelimitheader"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -18,7 +19,7 @@ func TestServerModelInfersAFixedWindow(t *testing.T) {
 	seq := uint64(0)
 	send := func(at int64) uint64 { seq++; m.take(at, seq); return seq }
 	answer := func(at int64, s uint64, left int64, reset time.Duration) {
-		m.observe(at, s, seq, &Signal{HasRemaining: true, Remaining: left, Reset: reset})
+		m.observe(at, s, seq, &ratelimitheader.Signal{HasRemaining: true, Remaining: left, Reset: reset})
 	}
 	// The first window ends at 3 s; the client starts at 0.
 	for i := range int64(30) {
@@ -69,7 +70,7 @@ func TestServerModelInfersAWindowFromAnswersOutOfOrder(t *testing.T) {
 			seq := uint64(0)
 			send := func(at int64) uint64 { seq++; m.take(at, seq); return seq }
 			answer := func(at int64, s uint64, left int64, resetAt int64) {
-				m.observe(at, s, seq, &Signal{HasRemaining: true, Remaining: left, Reset: time.Duration(resetAt - at)})
+				m.observe(at, s, seq, &ratelimitheader.Signal{HasRemaining: true, Remaining: left, Reset: time.Duration(resetAt - at)})
 			}
 			// One request in each of the first two windows (5 a second).
 			s := send(23 * ms)
@@ -97,9 +98,9 @@ func TestServerModelLeavesAWindowForATrickle(t *testing.T) {
 	m := serverModel{known: true, cap: 10, window: true, resetSeen: 5000 * ms, resetAt: 5000 * ms}
 	m.track()
 	m.take(100*ms, 1)
-	m.observe(120*ms, 1, 1, &Signal{HasRemaining: true, Remaining: 5, Reset: 4 * time.Second})
+	m.observe(120*ms, 1, 1, &ratelimitheader.Signal{HasRemaining: true, Remaining: 5, Reset: 4 * time.Second})
 	m.take(600*ms, 2)
-	m.observe(620*ms, 2, 2, &Signal{HasRemaining: true, Remaining: 9, Reset: 400 * time.Millisecond})
+	m.observe(620*ms, 2, 2, &ratelimitheader.Signal{HasRemaining: true, Remaining: 9, Reset: 400 * time.Millisecond})
 	assert.False(t, m.window)
 }
 
@@ -138,8 +139,8 @@ func TestServerModelGroupsDeparturesCloseInTime(t *testing.T) {
 	m.take(0, 1)
 	m.take(2*ms, 2) // 2 ms later: maybe counted first
 	// #2 was counted first (9 left after it), #1 second (8).
-	m.observe(20*ms, 1, 2, &Signal{HasRemaining: true, Remaining: 9})
-	m.observe(21*ms, 2, 2, &Signal{HasRemaining: true, Remaining: 8})
+	m.observe(20*ms, 1, 2, &ratelimitheader.Signal{HasRemaining: true, Remaining: 9})
+	m.observe(21*ms, 2, 2, &ratelimitheader.Signal{HasRemaining: true, Remaining: 8})
 	assert.InDelta(t, 8, m.level(21*ms), 1e-9, "the model neither gained nor lost a request")
 }
 
@@ -156,11 +157,11 @@ func TestServerModelAnAnswerThatOvertookOthersLiftsNothing(t *testing.T) {
 		m.take(int64(i)*20*ms, i+1) // 50 ms apart: not a group
 	}
 	// #4 reached the server first: 5 left after it.
-	m.observe(100*ms, 4, 4, &Signal{HasRemaining: true, Remaining: 5})
+	m.observe(100*ms, 4, 4, &ratelimitheader.Signal{HasRemaining: true, Remaining: 5})
 	assert.InDelta(t, 2, m.level(100*ms), 1e-9)
-	m.observe(101*ms, 1, 4, &Signal{HasRemaining: true, Remaining: 4})
-	m.observe(102*ms, 2, 4, &Signal{HasRemaining: true, Remaining: 3})
-	m.observe(103*ms, 3, 4, &Signal{HasRemaining: true, Remaining: 2})
+	m.observe(101*ms, 1, 4, &ratelimitheader.Signal{HasRemaining: true, Remaining: 4})
+	m.observe(102*ms, 2, 4, &ratelimitheader.Signal{HasRemaining: true, Remaining: 3})
+	m.observe(103*ms, 3, 4, &ratelimitheader.Signal{HasRemaining: true, Remaining: 2})
 	assert.LessOrEqual(t, m.level(103*ms), 2.0)
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/headway-go/headway/ratelimitheader"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -315,8 +316,8 @@ func TestRateBounds(t *testing.T) {
 // (observe), and what the model then expects to be left.
 func TestServerModelSyncsPerDeparture(t *testing.T) {
 	ms := int64(time.Millisecond)
-	rate := &Signal{Limit: 50, Period: time.Second} // a stated 50/s
-	sig := func(left int64, throttled bool) *Signal {
+	rate := &ratelimitheader.Signal{Limit: 50, Period: time.Second} // a stated 50/s
+	sig := func(left int64, throttled bool) *ratelimitheader.Signal {
 		s := *rate
 		s.HasRemaining, s.Remaining, s.Throttled = true, left, throttled
 		return &s
@@ -367,7 +368,7 @@ func TestServerModelMeasuresAnUnstatedRate(t *testing.T) {
 	for seq := uint64(1); seq <= 200; seq++ {
 		level = min(10, level+trueRate*float64(interval)/1e9) - 1
 		m.take(now, seq)
-		m.observe(now+int64(5*time.Millisecond), seq, seq, &Signal{HasRemaining: true, Remaining: int64(level)})
+		m.observe(now+int64(5*time.Millisecond), seq, seq, &ratelimitheader.Signal{HasRemaining: true, Remaining: int64(level)})
 		now += interval
 	}
 	assert.InDelta(t, trueRate, m.rate*1e9, 5)

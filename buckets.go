@@ -1,5 +1,7 @@
 package headway
 
+import "github.com/headway-go/headway/ratelimitheader"
+
 // Some servers count a request against a bucket they name in each response
 // (Discord's X-RateLimit-Bucket), per route, and several routes may share
 // one bucket. One model of a key's quota cannot follow them: the answers
@@ -39,7 +41,7 @@ func (k *keyState) modelFor(route string) (*serverModel, *bucketModel) {
 
 // observeBucket applies what the response to dep, sent on route, said of
 // the bucket it named.
-func (k *keyState) observeBucket(now int64, dep departure, route string, sig *Signal, coarse bool) {
+func (k *keyState) observeBucket(now int64, dep departure, route string, sig *ratelimitheader.Signal, coarse bool) {
 	bs := k.buckets
 	if bs == nil {
 		bs = &bucketModels{byRoute: make(map[string]*bucketModel), byID: make(map[string]*bucketModel)}

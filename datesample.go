@@ -40,11 +40,13 @@ type dateSampling struct {
 
 // dateSample returns when a request that may leave at d under m should
 // leave to sample the server's clock: d itself unless it takes one of the
-// last sampleSlots requests of a window the model waits for and the clock
-// offset is not yet known to datesEnough.
+// last sampleSlots requests of a window the model waits for, stated to
+// the second (a reset stated to the millisecond says where the window
+// ends well enough), and the clock offset is not yet known to
+// datesEnough.
 func (k *keyState) dateSample(d int64, m *serverModel) int64 {
 	s := &k.sample
-	if l := m.level(d); !m.window || m.rate != 0 || m.resetAt <= d || l > sampleSlots || l < 1 || float64(k.queue.n)+m.pending() <= l {
+	if l := m.level(d); !m.window || !m.secondReset || m.rate != 0 || m.resetAt <= d || l > sampleSlots || l < 1 || float64(k.queue.n)+m.pending() <= l {
 		s.at = 0
 		return d
 	}

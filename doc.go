@@ -80,9 +80,11 @@
 //
 // # Response signals
 //
-// [ParseSignal] reads what a response says about rate limiting (Retry-After,
-// the IETF RateLimit fields, vendor headers) into a [Signal]; a
-// [SignalParser] with more [Dialect] values teaches it other vendors. The
+// Package [github.com/headway-go/headway/ratelimitheader] reads what a
+// response says about rate limiting (Retry-After, the IETF RateLimit fields,
+// vendor headers) into a [ratelimitheader.Signal]; it imports nothing of
+// headway and serves any HTTP client. A [ratelimitheader.Parser] with more
+// [ratelimitheader.Dialect] values teaches it other vendors. The
 // Transport reads them after every response: a throttle pauses the key (or
 // the host, for a global scope) and its request is sent again first when the
 // pause ends ([WithRetry]); a stated quota is spent, then waited for; bare
@@ -153,7 +155,7 @@
 // be shared: keys only pace the requests that go through the same Transport.
 // It keeps the [http.RoundTripper] contract: it never modifies the request,
 // closes the request body on every path, and returns every response it
-// obtained, whatever its status, with a nil error. [ParseSignal] is safe for
-// concurrent use, and so is a [SignalParser] as long as its fields do not
+// obtained, whatever its status, with a nil error. [ratelimitheader.Parse] is safe for
+// concurrent use, and so is a [ratelimitheader.Parser] as long as its fields do not
 // change.
 package headway

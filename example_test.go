@@ -11,6 +11,7 @@ import (
 
 	"github.com/headway-go/headway"
 	"github.com/headway-go/headway/fakeserver"
+	"github.com/headway-go/headway/ratelimitheader"
 )
 
 // get sends a GET to url through c and drains and closes the response body.
@@ -242,7 +243,7 @@ func ExampleTransport_RoundTrip() {
 
 // The built-in header dialects, in the order ParseSignal runs them.
 func ExampleDefaultDialects() {
-	fmt.Println(headway.DefaultDialects())
+	fmt.Println(ratelimitheader.DefaultDialects())
 	// Output:
 	// [ietf x-ratelimit github discord openai anthropic shopify hubspot zendesk stripe google salesforce atlassian linear]
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/headway-go/headway/ratelimitheader"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -188,7 +189,7 @@ func (o *observer) sent(ctx context.Context, req *http.Request, key string, err 
 }
 
 // throttled notes a throttled response, and the pause it caused, if any.
-func (o *observer) throttled(ctx context.Context, req *http.Request, key string, attempt int, resp *http.Response, sig *Signal, limit time.Duration) {
+func (o *observer) throttled(ctx context.Context, req *http.Request, key string, attempt int, resp *http.Response, sig *ratelimitheader.Signal, limit time.Duration) {
 	var wait time.Duration
 	if sig.HasWait {
 		wait = sig.Wait
@@ -206,7 +207,7 @@ func (o *observer) throttled(ctx context.Context, req *http.Request, key string,
 	if !sig.HasWait || sig.Wait <= 0 {
 		return
 	}
-	global := sig.Scope == ScopeGlobal
+	global := sig.Scope == ratelimitheader.ScopeGlobal
 	var stated time.Duration
 	if wait > limit {
 		stated, wait = wait, limit

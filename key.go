@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/headway-go/headway/ratelimitheader"
 	"github.com/sony/gobreaker/v2"
 )
 
@@ -458,7 +459,7 @@ func (k *keyState) answered(dep departure) {
 
 // observe applies what the response to dep, sent on route, said, at now.
 // coarse reports that the response stated its reset to the second.
-func (k *keyState) observe(now int64, dep departure, route string, sig *Signal, coarse bool) {
+func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimitheader.Signal, coarse bool) {
 	seq := dep.seq
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -471,7 +472,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *Signal, 
 	wait := min(sig.Wait, limit)
 	if sig.Throttled && sig.HasWait {
 		until := satAdd(now, int64(wait))
-		if sig.Scope == ScopeGlobal {
+		if sig.Scope == ratelimitheader.ScopeGlobal {
 			k.host.pause(until)
 			k.env.hostPaused(until)
 		} else {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/headway-go/headway/ratelimitheader"
 )
 
 // An Option configures a Transport. Options are applied in order; a later
@@ -27,7 +29,7 @@ type config struct {
 	maxInFlight int
 	queue       QueueOptions
 
-	dialects      []Dialect
+	dialects      []ratelimitheader.Dialect
 	maxRetryAfter time.Duration
 	spread        bool
 	retry         RetryOptions
@@ -77,11 +79,11 @@ func WithMaxServerWait(d time.Duration) Option {
 }
 
 // WithDialects sets the rate-limit dialects read from responses, in place
-// of DefaultDialects(); append to DefaultDialects() to add a vendor.
+// of [ratelimitheader.DefaultDialects]; append to it to add a vendor.
 // Retry-After is always read. Nil dialects are left out: WithDialects(nil)
 // reads no dialect at all.
-func WithDialects(d ...Dialect) Option {
-	d = slices.DeleteFunc(append([]Dialect{}, d...), func(d Dialect) bool { return d == nil })
+func WithDialects(d ...ratelimitheader.Dialect) Option {
+	d = slices.DeleteFunc(append([]ratelimitheader.Dialect{}, d...), func(d ratelimitheader.Dialect) bool { return d == nil })
 	return optionFunc(func(c *config) { c.dialects = d })
 }
 
@@ -233,3 +235,7 @@ func (c *config) routeFor(req *http.Request, wild bool) ([]Limit, bool) {
 	}
 	return nil, false
 }
+
+// defaultMaxWait is WithMaxServerWait's default, as it is
+// ratelimitheader.Parser.MaxServerWait's.
+const defaultMaxWait = 10 * time.Minute

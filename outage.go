@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/headway-go/headway/ratelimitheader"
 )
 
 // An outage is a key whose host looks down: a request failed with a 5xx
@@ -126,7 +127,7 @@ const statusOverloaded = 529
 // the request, not the load) and a throttle that states its wait (a 503 or
 // 529 with Retry-After): that one pauses the key instead. A transport error
 // is a failure when it may pass with time (see retryableError).
-func hostVerdict(resp *http.Response, err error, ctxErr error, sig *Signal) outageVerdict {
+func hostVerdict(resp *http.Response, err error, ctxErr error, sig *ratelimitheader.Signal) outageVerdict {
 	if ctxErr != nil {
 		return hostUnknown
 	}
@@ -148,7 +149,7 @@ func hostVerdict(resp *http.Response, err error, ctxErr error, sig *Signal) outa
 // overloaded reports whether a response with status, read as sig, is an
 // overload that names no delay: a 503 or 529 without Retry-After (or a
 // dialect's wait).
-func overloaded(status int, sig *Signal) bool {
+func overloaded(status int, sig *ratelimitheader.Signal) bool {
 	return (status == http.StatusServiceUnavailable || status == statusOverloaded) && !sig.HasWait
 }
 

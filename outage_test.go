@@ -14,19 +14,20 @@ import (
 	"time"
 
 	"github.com/headway-go/headway/fakeserver"
+	"github.com/headway-go/headway/ratelimitheader"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 func TestHostVerdict(t *testing.T) {
 	resp := func(code int) *http.Response { return &http.Response{StatusCode: code} }
-	thr := &Signal{Throttled: true, HasWait: true, Wait: time.Second, RetryAfter: true}
+	thr := &ratelimitheader.Signal{Throttled: true, HasWait: true, Wait: time.Second, RetryAfter: true}
 	rows := []struct {
 		name   string
 		resp   *http.Response
 		err    error
 		ctxErr error
-		sig    *Signal
+		sig    *ratelimitheader.Signal
 		want   outageVerdict
 	}{
 		{"200", resp(200), nil, nil, nil, hostUp},
@@ -51,7 +52,7 @@ func TestHostVerdict(t *testing.T) {
 	for _, r := range rows {
 		sig := r.sig
 		if sig == nil {
-			sig = &Signal{}
+			sig = &ratelimitheader.Signal{}
 		}
 		assert.Equal(t, r.want, hostVerdict(r.resp, r.err, r.ctxErr, sig), r.name)
 	}
@@ -482,7 +483,7 @@ func TestOverloadIsRetriedLike503(t *testing.T) {
 		assert.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, 2*time.Second, base.sent[1].Sub(start))
 	})
-	sig := ParseSignal(&SignalInput{Status: 529, Header: http.Header{"Retry-After": {"3"}}})
+	sig := ratelimitheader.Parse(&ratelimitheader.Input{Status: 529, Header: http.Header{"Retry-After": {"3"}}})
 	assert.True(t, sig.Throttled && sig.HasWait && sig.RetryAfter)
 	assert.Equal(t, 3*time.Second, sig.Wait)
 	assert.Contains(t, defaultRetryStatuses(), 529)

@@ -25,7 +25,7 @@ import (
 // each constructor's source, rounded down where the provider is vague.
 // Limits change, and accounts differ (plans, tiers, enterprise contracts):
 // copy a Preset and change its fields to fit yours. The rate-limit headers
-// of every preset's provider are read by DefaultDialects(), and the
+// of every preset's provider are read by ratelimitheader.DefaultDialects(), and the
 // Transport slows down to what they say is left, never beyond the limits
 // given here. Dialects are set per Transport (WithDialects), not per
 // preset.

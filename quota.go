@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"time"
+
+	"github.com/headway-go/headway/ratelimitheader"
 )
 
 // A SharedQuota makes the pacing decisions of keys that must hold beyond one
@@ -59,8 +61,8 @@ const sharedRecheck = 10 * time.Millisecond
 // A SharedLearner is a SharedQuota that shares what one process learns from
 // a key's responses with every process, so that all of them act on what any
 // of them was told. A Transport calls Learn after each response that stated
-// a quota (Signal.HasRemaining) or a policy (Signal.Limit per
-// Signal.Period), never after one that said nothing about rate limits.
+// a quota (ratelimitheader.Signal.HasRemaining) or a policy (ratelimitheader.Signal.Limit per
+// ratelimitheader.Signal.Period), never after one that said nothing about rate limits.
 //
 // The Signal is the response's, except for one field: when it reports an
 // exhausted quota (Remaining 0) with a wait derived from its reset rather
@@ -72,7 +74,7 @@ const sharedRecheck = 10 * time.Millisecond
 // when it has nothing new to share. Its error is ignored: what a process
 // could not share it still acts on itself.
 type SharedLearner interface {
-	Learn(ctx context.Context, key string, sig Signal) error
+	Learn(ctx context.Context, key string, sig ratelimitheader.Signal) error
 }
 
 // A SharedProber is a SharedQuota that shares the probes of a host that
@@ -174,7 +176,7 @@ func (t *Transport) reserveShared(ctx context.Context, key string, k *keyState, 
 }
 
 // pauseShared tells the shared quota, if any, of a pause on key.
-func (t *Transport) pauseShared(ctx context.Context, key string, sig *Signal) {
+func (t *Transport) pauseShared(ctx context.Context, key string, sig *ratelimitheader.Signal) {
 	if q := t.cfg.shared; q != nil && sig.Throttled && sig.HasWait && sig.Wait > 0 {
 		// A failure to share the pause leaves it local: nothing to do.
 		_ = q.Pause(context.WithoutCancel(ctx), key, min(sig.Wait, t.cfg.maxRetryAfter))
@@ -183,7 +185,7 @@ func (t *Transport) pauseShared(ctx context.Context, key string, sig *Signal) {
 
 // learnShared tells the shared quota, if it learns, what a response to a
 // request on k said about its quota: only a response that stated one.
-func (t *Transport) learnShared(ctx context.Context, key string, k *keyState, sig *Signal) {
+func (t *Transport) learnShared(ctx context.Context, key string, k *keyState, sig *ratelimitheader.Signal) {
 	if !sig.HasRemaining && (sig.Limit <= 0 || sig.Period <= 0) {
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/headway-go/headway/ratelimitheader"
 )
 
 // RetryOptions configures the retries of requests that failed in a way
@@ -27,9 +28,9 @@ import (
 //   - A response whose status is not in Statuses is not retried. A 403 that
 //     the response's signal marks as a rate limit (GitHub's secondary
 //     limits) counts as a 429.
-//   - A rejection that waiting does not cure (Signal.Permanent, such
+//   - A rejection that waiting does not cure (ratelimitheader.Signal.Permanent, such
 //     as a billing quota) is not retried, nor one whose stated wait is too
-//     long to sleep on (Signal.OverMaxServerWait): the response goes back at once.
+//     long to sleep on (ratelimitheader.Signal.OverMaxServerWait): the response goes back at once.
 //   - An idempotent request is retried on every status in Statuses and on
 //     transport errors (a reset connection, an unexpected EOF, a timeout;
 //     not a context's end, nor a certificate or DNS "no such host" error).
@@ -47,7 +48,7 @@ import (
 // queue instead of backing off on its own: the key's probes say when it
 // goes, and it adds no probe.
 //
-// When the response states a wait (Signal.HasWait), the retry waits at
+// When the response states a wait (ratelimitheader.Signal.HasWait), the retry waits at
 // least that long, and the backoff starts over from InitialInterval: the
 // server said how long, our own guess is reset. Otherwise the retry waits
 // a random time between zero and the current backoff interval ("full
@@ -286,7 +287,7 @@ type retryInput struct {
 	replayable bool           // another attempt can send the same body
 	resp       *http.Response // nil when err is not
 	err        error
-	sig        Signal // ParseSignal's reading of resp; ignored without resp
+	sig        ratelimitheader.Signal // ratelimitheader.Parse's reading of resp; ignored without resp
 }
 
 // retryVerdict is the retry decision of one attempt: whether to retry,
@@ -461,11 +462,11 @@ func (r *retrier) initBackoff() {
 func (r *retrier) attempt() (*http.Request, error) { return r.rp.attempt() }
 
 // next records that an attempt was sent and ended at now with resp or err
-// (sig is ParseSignal's reading of resp), and decides whether to retry it.
+// (sig is ratelimitheader.Parse's reading of resp), and decides whether to retry it.
 // When it returns true, the caller drains and closes resp (drainAndClose)
 // and sends the next attempt no sooner than delay from now; otherwise it
 // returns resp as it is, or err through fail.
-func (r *retrier) next(resp *http.Response, err error, sig Signal, now time.Time) (delay time.Duration, retry bool) {
+func (r *retrier) next(resp *http.Response, err error, sig ratelimitheader.Signal, now time.Time) (delay time.Duration, retry bool) {
 	r.attempts++
 	r.clock.t = now
 	v := r.p.decide(retryInput{

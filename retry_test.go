@@ -19,19 +19,20 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/headway-go/headway/ratelimitheader"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // respWith returns a response of status with the header fields kv (name,
-// value, name, value...) and the signal ParseSignal reads in it.
-func respWith(status int, body string, kv ...string) (*http.Response, Signal) {
+// value, name, value...) and the signal ratelimitheader.Parse reads in it.
+func respWith(status int, body string, kv ...string) (*http.Response, ratelimitheader.Signal) {
 	h := http.Header{}
 	for i := 0; i+1 < len(kv); i += 2 {
 		h.Add(kv[i], kv[i+1])
 	}
 	resp := &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(body))}
-	sig := ParseSignal(&SignalInput{Status: status, Header: h, Body: []byte(body), Now: t0})
+	sig := ratelimitheader.Parse(&ratelimitheader.Input{Status: status, Header: h, Body: []byte(body), Now: t0})
 	return resp, sig
 }
 
@@ -383,7 +384,7 @@ func TestRetryBudgetEndsRetries(t *testing.T) {
 	budget := newRetryBudget(BudgetOptions{Ratio: 0.5, MinPerSecond: -1}, t0)
 	// One request in the window earns half a retry: none.
 	r := newTestRetrier(t, RetryOptions{}, nil, mustReq(t, "http://api.test/x"), budget, t0)
-	_, ok := r.next(nil, errReset, Signal{}, t0)
+	_, ok := r.next(nil, errReset, ratelimitheader.Signal{}, t0)
 	assert.False(t, ok)
 	assert.Equal(t, stopBudget, r.stop)
 	err := r.fail(errReset)
@@ -397,7 +398,7 @@ func TestRetryBudgetEndsRetries(t *testing.T) {
 
 	// A second request makes it one.
 	r2 := newTestRetrier(t, RetryOptions{}, nil, mustReq(t, "http://api.test/x"), budget, t0)
-	_, ok = r2.next(nil, errReset, Signal{}, t0)
+	_, ok = r2.next(nil, errReset, ratelimitheader.Signal{}, t0)
 	assert.True(t, ok)
 	// No budget is spent on a retry that is not made.
 	resp, sig := respWith(404, "")
@@ -412,7 +413,7 @@ func TestRetryErrorWrapping(t *testing.T) {
 
 	timeout := &net.OpError{Op: "dial", Err: os.ErrDeadlineExceeded}
 	for range 4 {
-		_, _ = r.next(nil, timeout, Signal{}, t0)
+		_, _ = r.next(nil, timeout, ratelimitheader.Signal{}, t0)
 	}
 	err := r.fail(timeout)
 	var re *RetryError
@@ -632,7 +633,7 @@ func BenchmarkRetrierFirstAttemptSucceeds(b *testing.B) {
 	req, err := http.NewRequest(http.MethodGet, "http://api.test/x", nil)
 	require.NoError(b, err)
 	resp := &http.Response{StatusCode: 200, Header: http.Header{}}
-	sig := Signal{}
+	sig := ratelimitheader.Signal{}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/headway-go/headway/ratelimitheader"
 	"github.com/sony/gobreaker/v2"
 )
 
@@ -23,7 +24,7 @@ import (
 type Transport struct {
 	keyEnv // what its keys may see of it
 	base   http.RoundTripper
-	parser SignalParser
+	parser ratelimitheader.Parser
 	retry  *retryPolicy
 	keys   keyTable
 	obs    *observer // nil without metrics, logger or hooks
@@ -57,7 +58,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		}
 	}
 	t := &Transport{base: base, keyEnv: keyEnv{cfg: cfg, epoch: time.Now()}}
-	t.parser = SignalParser{Dialects: cfg.dialects, MaxServerWait: cfg.maxRetryAfter}
+	t.parser = ratelimitheader.Parser{Dialects: cfg.dialects, MaxServerWait: cfg.maxRetryAfter}
 	t.retry = newRetryPolicy(cfg.retry)
 	t.probe = newProbeSchedule(cfg.retry)
 	t.keys.seed = maphash.MakeSeed()
@@ -136,7 +137,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			s.unsent()
 			return c.giveUp(err, true)
 		}
-		var sig Signal
+		var sig ratelimitheader.Signal
 		resp, hv, err := c.send(&s, out, &sig)
 		if err == nil && !sig.Throttled && resp.StatusCode < 400 && t.retry.check == nil {
 			return s.answer(resp), nil // the common case: nothing to retry
@@ -265,7 +266,7 @@ func (c *call) prepare(s *slot) (*http.Request, error) {
 // its host and the shared quota what came back. After an error the slot is
 // given back; after a response it is held until the response is answered
 // or retried.
-func (c *call) send(s *slot, out *http.Request, sig *Signal) (*http.Response, outageVerdict, error) {
+func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*http.Response, outageVerdict, error) {
 	t, k, o, ctx := c.t, s.k, c.t.obs, c.ctx
 	wasDown := k.isDown()
 	wasProbe := wasDown && k.isProbe(s.dep.seq)
@@ -308,7 +309,7 @@ func (c *call) send(s *slot, out *http.Request, sig *Signal) (*http.Response, ou
 
 // decide reports whether the attempt of slot s, which ended with resp or
 // err, is sent again, and after what delay.
-func (c *call) decide(s *slot, resp *http.Response, err error, sig Signal, hv outageVerdict) (time.Duration, bool) {
+func (c *call) decide(s *slot, resp *http.Response, err error, sig ratelimitheader.Signal, hv outageVerdict) (time.Duration, bool) {
 	k := s.k
 	if c.r == nil {
 		c.r, _ = c.t.retry.newRetrier(c.req, nil, time.Now()) // no body: cannot fail
@@ -476,20 +477,19 @@ func sleep(ctx context.Context, d time.Duration) error {
 // its key's rate limit and its host's health, and tells the key: the host's
 // health first, so that a failure holds the queue before anything lets it
 // go. A response that says nothing costs no lock.
-func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, route string, resp *http.Response) (Signal, outageVerdict) {
-	fam := scanHeader(resp.Header)
-	if !t.parser.mayCarry(resp.StatusCode, fam) {
+func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, route string, resp *http.Response) (ratelimitheader.Signal, outageVerdict) {
+	if !t.parser.Relevant(resp.StatusCode, resp.Header) {
 		if k.host.wantDates.Load() {
 			t.observeDate(k, dep, resp, t.now()) // until the offset is known well
 		}
-		sig := Signal{}
+		sig := ratelimitheader.Signal{}
 		hv := hostVerdict(resp, nil, ctx.Err(), &sig)
 		k.settle(dep, hv)
 		k.endProbe()
 		k.answered(dep)
 		return sig, hv
 	}
-	in := SignalInput{Status: resp.StatusCode, Header: resp.Header}
+	in := ratelimitheader.Input{Status: resp.StatusCode, Header: resp.Header}
 	if resp.StatusCode >= 400 {
 		in.Body = peek(resp, maxPeek)
 	}
@@ -497,7 +497,7 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, rou
 		in.Now = time.Now()
 		in.ServerNow = in.Now.Add(off)
 	}
-	sig := t.parser.parse(&in, fam)
+	sig := t.parser.Parse(&in)
 	if overloaded(resp.StatusCode, &sig) && t.probe.initial > 0 {
 		// An overload without a stated delay: the host is down for now, and
 		// its probes, not a cut in the key's pace, say when it is back.
@@ -605,4 +605,16 @@ func (b *releaseBody) Close() error {
 	err := b.ReadCloser.Close()
 	b.once.Do(b.k.release)
 	return err
+}
+
+// maxDateSkew is how far a response's Date may be from the local clock and
+// still be taken for the server's clock, as package ratelimitheader takes
+// it: further off, it is broken.
+const maxDateSkew = 30 * 24 * time.Hour
+
+// saneDate reports whether date, a response's Date, is within maxDateSkew
+// of now.
+func saneDate(date, now time.Time) bool {
+	d := date.Sub(now)
+	return d <= maxDateSkew && d >= -maxDateSkew
 }

@@ -1,4 +1,4 @@
-package headway
+package ratelimitheader
 
 import (
 	"testing"

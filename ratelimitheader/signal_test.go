@@ -1,4 +1,4 @@
-package headway
+package ratelimitheader
 
 import (
 	"bufio"
@@ -54,12 +54,12 @@ func loadVectors(t testing.TB) []vector {
 	return vs
 }
 
-func (v vector) input() *SignalInput {
+func (v vector) input() *Input {
 	h := http.Header{}
 	for _, kv := range v.Headers {
 		h.Add(kv[0], kv[1])
 	}
-	in := &SignalInput{Status: v.Status, Header: h, Now: v.LocalNow}
+	in := &Input{Status: v.Status, Header: h, Now: v.LocalNow}
 	if v.Body != "" {
 		in.Body = []byte(v.Body)
 	}
@@ -73,7 +73,7 @@ func TestSignalVectors(t *testing.T) {
 	require.NotEmpty(t, vs)
 	for _, v := range vs {
 		t.Run(v.ID, func(t *testing.T) {
-			s := ParseSignal(v.input())
+			s := Parse(v.input())
 			e := v.Expect
 			assert.Equal(t, e.Throttled, s.Throttled, "throttled")
 			assert.Equal(t, e.Retryable, !s.Permanent, "retryable")
@@ -122,7 +122,7 @@ func TestSignalVectors(t *testing.T) {
 	}
 }
 
-// checkInvariants holds for every Signal ParseSignal returns.
+// checkInvariants holds for every Signal Parse returns.
 func checkInvariants(t testing.TB, s Signal) {
 	t.Helper()
 	if s.Wait < 0 || s.Reset < 0 || s.Period < 0 || s.Limit < 0 || s.Remaining < 0 {
@@ -143,7 +143,7 @@ func checkInvariants(t testing.TB, s Signal) {
 }
 
 func TestSignalSaturates(t *testing.T) {
-	s := ParseSignal(&SignalInput{Status: 429, Header: http.Header{"Retry-After": {"99999999999999999999"}}})
+	s := Parse(&Input{Status: 429, Header: http.Header{"Retry-After": {"99999999999999999999"}}})
 	assert.True(t, s.OverMaxServerWait)
 	assert.Equal(t, time.Duration(math.MaxInt64), s.Wait)
 }
@@ -163,7 +163,7 @@ var (
 	dateNow = [2]string{"Date", "Tue, 10 Mar 2026 12:00:00 GMT"}
 )
 
-func runCases(t *testing.T, p *SignalParser, cases []signalCase) {
+func runCases(t *testing.T, p *Parser, cases []signalCase) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -171,7 +171,7 @@ func runCases(t *testing.T, p *SignalParser, cases []signalCase) {
 			for _, kv := range c.headers {
 				h[kv[0]] = append(h[kv[0]], kv[1]) // keys as given, even non-canonical
 			}
-			in := &SignalInput{Status: c.status, Header: h, Now: caseNow}
+			in := &Input{Status: c.status, Header: h, Now: caseNow}
 			if c.body != "" {
 				in.Body = []byte(c.body)
 			}
@@ -206,19 +206,19 @@ func TestAddQuota(t *testing.T) {
 }
 
 func TestCustomDialects(t *testing.T) {
-	acme := DialectFunc(func(in *SignalInput, s *Signal) {
+	acme := DialectFunc(func(in *Input, s *Signal) {
 		if n, ok := parseCount(in.Header.Get("X-Acme-Quota-Left")); ok {
 			s.AddQuota(Quota{Remaining: int64(n), Reset: time.Minute})
 		}
 	})
-	p := &SignalParser{Dialects: append(DefaultDialects(), acme)}
+	p := &Parser{Dialects: append(DefaultDialects(), acme)}
 	runCases(t, p, []signalCase{
 		{name: "custom dialect runs", status: 200, headers: [][2]string{dateNow, {"X-Acme-Quota-Left", "0"}},
 			want: Signal{Wait: time.Minute, HasWait: true, HasRemaining: true, Reset: time.Minute}},
 		{name: "with the built-ins", status: 200, headers: [][2]string{{"X-Acme-Quota-Left", "9"}, {"X-Ratelimit-Remaining", "3"}},
 			want: Signal{Remaining: 3, HasRemaining: true}},
 	})
-	runCases(t, &SignalParser{Dialects: []Dialect{}}, []signalCase{
+	runCases(t, &Parser{Dialects: []Dialect{}}, []signalCase{
 		{name: "no dialect: Retry-After still read", status: 429, headers: [][2]string{{"Retry-After", "3"}, {"X-Ratelimit-Remaining", "0"}},
 			want: Signal{Throttled: true, Wait: 3 * time.Second, HasWait: true, RetryAfter: true}},
 	})

@@ -1,4 +1,4 @@
-package headway
+package ratelimitheader
 
 import (
 	"encoding/base64"
@@ -44,7 +44,10 @@ type ietfPolicy struct {
 	named bool
 }
 
-func (ietfDialect) Parse(in *SignalInput, s *Signal) {
+// Parse reads in into s (see Dialect).
+func (d ietfDialect) Parse(in *Input, s *Signal) { d.parse(newInput(in), s) }
+
+func (ietfDialect) parse(in *input, s *Signal) {
 	if !in.has(famIETF) {
 		return
 	}
@@ -268,7 +271,7 @@ func dictFolded(lines []string, q *Quota) bool {
 }
 
 // ietfSeparate reads the separate fields of -06, Kong and GitLab.
-func ietfSeparate(in *SignalInput, s *Signal) {
+func ietfSeparate(in *input, s *Signal) {
 	h := in.Header
 	r, ok := minCount(h["Ratelimit-Remaining"])
 	if !ok {

@@ -1,4 +1,4 @@
-package headway
+package ratelimitheader
 
 import (
 	"net/http"
@@ -45,7 +45,7 @@ func TestRetryAfterShapes(t *testing.T) {
 }
 
 func TestRetryAfterMaxWait(t *testing.T) {
-	runCases(t, &SignalParser{MaxServerWait: time.Minute}, []signalCase{
+	runCases(t, &Parser{MaxServerWait: time.Minute}, []signalCase{
 		{name: "over a custom cap", status: 429, headers: [][2]string{{"Retry-After", "120"}},
 			want: Signal{Throttled: true, Wait: 2 * time.Minute, HasWait: true, RetryAfter: true, OverMaxServerWait: true}},
 		{name: "at the cap", status: 429, headers: [][2]string{{"Retry-After", "60"}},
@@ -55,8 +55,8 @@ func TestRetryAfterMaxWait(t *testing.T) {
 
 func TestServerNowBeatsDate(t *testing.T) {
 	h := http.Header{"Date": {"Tue, 10 Mar 2026 12:00:00 GMT"}, "Retry-After": {"Tue, 10 Mar 2026 12:00:05 GMT"}}
-	in := &SignalInput{Status: 429, Header: h, Now: caseNow.Add(time.Hour), ServerNow: caseNow.Add(600 * time.Millisecond)}
-	s := ParseSignal(in)
+	in := &Input{Status: 429, Header: h, Now: caseNow.Add(time.Hour), ServerNow: caseNow.Add(600 * time.Millisecond)}
+	s := Parse(in)
 	assert.Equal(t, 4400*time.Millisecond, s.Wait)
 	assert.Equal(t, caseNow.Add(600*time.Millisecond), in.ServerTime())
 }
@@ -86,7 +86,7 @@ func TestParseNumber(t *testing.T) {
 }
 
 func TestParseReset(t *testing.T) {
-	in := &SignalInput{Header: http.Header{"Date": {"Tue, 10 Mar 2026 12:00:00 GMT"}}, Now: caseNow.Add(-time.Hour)}
+	in := &Input{Header: http.Header{"Date": {"Tue, 10 Mar 2026 12:00:00 GMT"}}, Now: caseNow.Add(-time.Hour)}
 	for _, c := range []struct {
 		in   string
 		want time.Duration
@@ -104,7 +104,7 @@ func TestParseReset(t *testing.T) {
 		{"1773144030000000", 0, false},                       // microseconds: nonsense
 		{"-5", 0, false}, {"soon", 0, false}, {"", 0, false},
 	} {
-		got, ok := parseReset(c.in, in)
+		got, ok := parseReset(c.in, newInput(in))
 		assert.Equal(t, c.ok, ok, c.in)
 		assert.Equal(t, c.want, got, c.in)
 	}

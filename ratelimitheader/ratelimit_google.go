@@ -1,4 +1,4 @@
-package headway
+package ratelimitheader
 
 import (
 	"net/http"
@@ -26,7 +26,10 @@ type googleDialect struct{}
 
 func (googleDialect) String() string { return "google" }
 
-func (googleDialect) Parse(in *SignalInput, s *Signal) {
+// Parse reads in into s (see Dialect).
+func (d googleDialect) Parse(in *Input, s *Signal) { d.parse(newInput(in), s) }
+
+func (googleDialect) parse(in *input, s *Signal) {
 	if len(in.Body) == 0 {
 		return
 	}

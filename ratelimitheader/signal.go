@@ -1,4 +1,4 @@
-package headway
+package ratelimitheader
 
 import (
 	"net/http"
@@ -182,9 +182,9 @@ func (s *Signal) AddQuota(q Quota) {
 	}
 }
 
-// SignalInput is the part of an HTTP response that signal parsing reads,
+// Input is the part of an HTTP response that signal parsing reads,
 // together with the clocks to measure it against.
-type SignalInput struct {
+type Input struct {
 	// Status is the response's status code.
 	Status int
 	// Header is the response's header. Keys are expected in canonical form,
@@ -201,30 +201,51 @@ type SignalInput struct {
 	// When zero, the response's Date header stands in for it, and Now when
 	// there is no valid Date.
 	ServerNow time.Time
-
-	fam     family    // header families present, found by scanHeader
-	srv     time.Time // cached ServerTime
-	srvDone bool
 }
 
 // ServerTime returns the server's clock at receipt against which absolute
 // times in the response (HTTP dates, epoch resets) are measured: ServerNow if
 // set, else the response's Date header if it is within 30 days of Now (a
 // Date further off is taken as broken), else Now.
-func (in *SignalInput) ServerTime() time.Time {
-	if in.srvDone {
-		return in.srv
-	}
-	in.srv, in.srvDone = in.serverTime(), true
-	return in.srv
-}
-
-func (in *SignalInput) serverTime() time.Time {
+func (in *Input) ServerTime() time.Time {
 	if !in.ServerNow.IsZero() {
 		return in.ServerNow
 	}
-	now := in.now()
-	if v := in.Header["Date"]; len(v) > 0 {
+	return serverTime(in.Header, in.now())
+}
+
+// input is the working copy of an Input that a parse hands to the built-in
+// dialects: the header families present, found once by scanHeader, and the
+// server time, found once when first asked.
+type input struct {
+	Input
+	fam     family
+	srv     time.Time
+	srvDone bool
+}
+
+// newInput returns the working copy of in, for a built-in dialect called
+// on its own.
+func newInput(in *Input) *input {
+	w := &input{Input: *in, fam: scanHeader(in.Header)}
+	if w.fam&famNonCanonical != 0 {
+		w.Header = canonicalHeader(in.Header)
+	}
+	return w
+}
+
+// ServerTime is Input.ServerTime, found once per parse.
+func (in *input) ServerTime() time.Time {
+	if !in.srvDone {
+		in.srv, in.srvDone = in.Input.ServerTime(), true
+	}
+	return in.srv
+}
+
+// serverTime returns the server's clock at receipt by the Date in h, or now
+// when it has no valid one (see Input.ServerTime).
+func serverTime(h http.Header, now time.Time) time.Time {
+	if v := h["Date"]; len(v) > 0 {
 		if t, ok := parseHTTPDate(v[0]); ok && saneDate(t, now) {
 			return t
 		}
@@ -254,7 +275,7 @@ func saneDate(date, now time.Time) bool {
 	return d <= maxDateSkew && d >= -maxDateSkew
 }
 
-func (in *SignalInput) now() time.Time {
+func (in *Input) now() time.Time {
 	if in.Now.IsZero() {
 		return time.Now()
 	}
@@ -262,25 +283,29 @@ func (in *SignalInput) now() time.Time {
 }
 
 // has reports whether the header holds a field of the family f.
-func (in *SignalInput) has(f family) bool { return in.fam&f != 0 }
+func (in *input) has(f family) bool { return in.fam&f != 0 }
 
 // Dialect reads one family of rate-limit fields. Parse inspects the input and
 // records what it finds in s, typically with s.AddQuota and s.AddRetryAfter,
 // or by setting s.Throttled, s.Permanent, s.Scope or s.Bucket. It must not
 // keep in or s, and must tolerate any input without panicking.
 type Dialect interface {
-	Parse(in *SignalInput, s *Signal)
+	Parse(in *Input, s *Signal)
 }
 
 // DialectFunc adapts a function to the Dialect interface.
-type DialectFunc func(in *SignalInput, s *Signal)
+type DialectFunc func(in *Input, s *Signal)
 
 // Parse calls f(in, s).
-func (f DialectFunc) Parse(in *SignalInput, s *Signal) { f(in, s) }
+func (f DialectFunc) Parse(in *Input, s *Signal) { f(in, s) }
 
-// defaultMaxWait is SignalParser.MaxServerWait's and WithMaxServerWait's
+// defaultMaxWait is Parser.MaxServerWait's and WithMaxServerWait's
 // default.
 const defaultMaxWait = 10 * time.Minute
+
+// statusOverloaded is the status some APIs answer an overload with
+// (Anthropic's overloaded_error, Notion's): a throttle like 503.
+const statusOverloaded = 529
 
 // builtinDialects is the default ordered list; see DefaultDialects.
 var builtinDialects = []Dialect{
@@ -301,7 +326,7 @@ var builtinDialects = []Dialect{
 }
 
 // DefaultDialects returns a new slice of the built-in dialects, in the order
-// ParseSignal runs them: IETF RateLimit (drafts -06 to -11), X-RateLimit-*
+// Parse runs them: IETF RateLimit (drafts -06 to -11), X-RateLimit-*
 // (GitHub, Discord, Reddit, OpenAI, Kong, Okta, Twitter/X, Atlassian,
 // Linear, RapidAPI, Strava), GitHub's 403, Discord's body, OpenAI's billing
 // errors, Anthropic, Shopify, HubSpot, Zendesk, Stripe, Google APIs
@@ -312,10 +337,10 @@ func DefaultDialects() []Dialect {
 	return append([]Dialect(nil), builtinDialects...)
 }
 
-// SignalParser turns responses into Signals. The zero value is ready to use
-// and equivalent to ParseSignal. A SignalParser is safe for concurrent use as
+// Parser turns responses into Signals. The zero value is ready to use
+// and equivalent to Parse. A Parser is safe for concurrent use as
 // long as its fields are not changed.
-type SignalParser struct {
+type Parser struct {
 	// Dialects are run in order on every response that may carry a signal.
 	// Nil means DefaultDialects(); an empty non-nil slice runs none (only
 	// Retry-After and the status code are read). With a non-nil list every
@@ -328,10 +353,10 @@ type SignalParser struct {
 	MaxServerWait time.Duration
 }
 
-// ParseSignal reads what a response said about rate limiting, with the
-// default dialects. See SignalParser.Parse.
-func ParseSignal(in *SignalInput) Signal {
-	var p SignalParser
+// Parse reads what a response said about rate limiting, with the
+// default dialects. See Parser.Parse.
+func Parse(in *Input) Signal {
+	var p Parser
 	return p.Parse(in)
 }
 
@@ -346,7 +371,7 @@ func ParseSignal(in *SignalInput) Signal {
 //
 // A response without any rate-limit field costs one pass over the header
 // keys and no allocation.
-func (p *SignalParser) Parse(in *SignalInput) Signal {
+func (p *Parser) Parse(in *Input) Signal {
 	fam := scanHeader(in.Header)
 	if !p.mayCarry(in.Status, fam) {
 		return Signal{}
@@ -354,9 +379,22 @@ func (p *SignalParser) Parse(in *SignalInput) Signal {
 	return p.parse(in, fam)
 }
 
+// builtin is a built-in dialect, which reads the parse's working input.
+type builtin interface {
+	parse(in *input, s *Signal)
+}
+
+// Relevant reports whether a response with status and header may say
+// anything about rate limiting to p: when it returns false, p.Parse returns
+// the zero Signal, so the caller need not read the response's body. It costs
+// one pass over the header keys and no allocation.
+func (p *Parser) Relevant(status int, header http.Header) bool {
+	return p.mayCarry(status, scanHeader(header))
+}
+
 // mayCarry reports whether a response with status and the header families
 // fam may say anything: the fast path of Parse says no for most.
-func (p *SignalParser) mayCarry(status int, fam family) bool {
+func (p *Parser) mayCarry(status int, fam family) bool {
 	mayLimit := status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable ||
 		status == http.StatusForbidden || status == statusOverloaded
 	return fam&^(famAge|famNonCanonical) != 0 || mayLimit || (p != nil && p.Dialects != nil)
@@ -364,7 +402,7 @@ func (p *SignalParser) mayCarry(status int, fam family) bool {
 
 // parse is the slow path of Parse, kept apart so that the fast path stays
 // small.
-func (p *SignalParser) parse(in *SignalInput, fam family) Signal {
+func (p *Parser) parse(in *Input, fam family) Signal {
 	dialects, maxWait := builtinDialects, defaultMaxWait
 	if p != nil {
 		if p.Dialects != nil {
@@ -377,9 +415,7 @@ func (p *SignalParser) parse(in *SignalInput, fam family) Signal {
 
 	// Copied so that in does not escape through the Dialect interface, which
 	// would cost the fast path an allocation.
-	w := new(SignalInput)
-	*w = *in
-	w.fam, w.srvDone = fam, false
+	w := &input{Input: *in, fam: fam}
 	if fam&famNonCanonical != 0 {
 		w.Header = canonicalHeader(in.Header)
 	}
@@ -398,8 +434,12 @@ func (p *SignalParser) parse(in *SignalInput, fam family) Signal {
 		}
 	}
 	for _, d := range dialects {
-		if d != nil {
-			d.Parse(w, s)
+		switch d := d.(type) {
+		case nil:
+		case builtin:
+			d.parse(w, s)
+		default:
+			d.Parse(&w.Input, s)
 		}
 	}
 	sanitize(s, maxWait)
@@ -584,4 +624,17 @@ func canonicalHeader(h http.Header) http.Header {
 		c[ck] = append(c[ck], v...)
 	}
 	return c
+}
+
+// allDigits reports whether s is a non-empty run of ASCII digits.
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

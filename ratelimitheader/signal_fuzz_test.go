@@ -1,4 +1,4 @@
-package headway
+package ratelimitheader
 
 import (
 	"net/http"
@@ -24,12 +24,12 @@ func FuzzRetryAfter(f *testing.F) {
 		f.Add(v, "16500")
 	}
 	f.Fuzz(func(t *testing.T, ra, ms string) {
-		in := &SignalInput{Header: http.Header{"Date": {fuzzDate}}, Now: caseNow}
-		if d, ok := parseRetryAfter(ra, in); ok && d < 0 {
+		in := &Input{Header: http.Header{"Date": {fuzzDate}}, Now: caseNow}
+		if d, ok := parseRetryAfter(ra, newInput(in)); ok && d < 0 {
 			t.Fatalf("parseRetryAfter(%q) = %v", ra, d)
 		}
 		h := http.Header{"Date": {fuzzDate}, "Retry-After": {ra}, "X-Ms-Retry-After-Ms": {ms}}
-		checkFuzzed(t, ParseSignal(&SignalInput{Status: 429, Header: h, Now: caseNow}))
+		checkFuzzed(t, Parse(&Input{Status: 429, Header: h, Now: caseNow}))
 	})
 }
 
@@ -39,9 +39,9 @@ func FuzzParseReset(f *testing.F) {
 		f.Add(v, fuzzDate)
 	}
 	f.Fuzz(func(t *testing.T, v, date string) {
-		in := &SignalInput{Header: http.Header{"Date": {date}}, Now: caseNow}
+		in := &Input{Header: http.Header{"Date": {date}}, Now: caseNow}
 		for name, parse := range map[string]func(string) (time.Duration, bool){
-			"parseReset":   func(v string) (time.Duration, bool) { return parseReset(v, in) },
+			"parseReset":   func(v string) (time.Duration, bool) { return parseReset(v, newInput(in)) },
 			"parseSeconds": parseSeconds,
 			"parseMillis":  parseMillis,
 		} {
@@ -73,7 +73,7 @@ func FuzzIETF(f *testing.F) {
 			"Ratelimit-Reset":     {limitField},
 		}
 		for _, status := range []int{200, 429} {
-			checkFuzzed(t, ParseSignal(&SignalInput{Status: status, Header: h, Now: caseNow}))
+			checkFuzzed(t, Parse(&Input{Status: status, Header: h, Now: caseNow}))
 		}
 	})
 }
@@ -112,8 +112,8 @@ func FuzzVendor(f *testing.F) {
 				h[k] = []string{b, a}
 			}
 		}
-		in := &SignalInput{Status: int(status), Header: h, Body: []byte(body), Now: caseNow}
-		checkFuzzed(t, ParseSignal(in))
+		in := &Input{Status: int(status), Header: h, Body: []byte(body), Now: caseNow}
+		checkFuzzed(t, Parse(in))
 	})
 }
 
@@ -169,11 +169,11 @@ func FuzzParseSignal(f *testing.F) {
 			k, v, _ := strings.Cut(strings.TrimRight(line, "\r\n"), ":")
 			h[k] = append(h[k], strings.TrimSpace(v))
 		}
-		in := &SignalInput{Status: int(status), Header: h, Body: body, Now: caseNow}
+		in := &Input{Status: int(status), Header: h, Body: body, Now: caseNow}
 		if offset != 0 {
 			in.ServerNow = caseNow.Add(time.Duration(offset))
 		}
-		checkFuzzed(t, ParseSignal(in))
-		checkFuzzed(t, (&SignalParser{MaxServerWait: time.Second}).Parse(in))
+		checkFuzzed(t, Parse(in))
+		checkFuzzed(t, (&Parser{MaxServerWait: time.Second}).Parse(in))
 	})
 }

@@ -1,4 +1,4 @@
-package headway
+package ratelimitheader
 
 // The body a signal sees is a snippet, cut anywhere: these helpers read JSON
 // leniently, without a full parser that a truncated object would defeat.

@@ -1,4 +1,4 @@
-package headway
+package ratelimitheader
 
 import (
 	"math"
@@ -12,7 +12,7 @@ const maxDuration = time.Duration(math.MaxInt64)
 // readRetryAfter records Retry-After (RFC 9110 10.2.3) and its millisecond
 // variants. Of several Retry-After lines the longest valid delay wins; a
 // millisecond field (retry-after-ms, x-ms-retry-after-ms) then refines it.
-func readRetryAfter(in *SignalInput, s *Signal) {
+func readRetryAfter(in *input, s *Signal) {
 	if !in.has(famRetryAfter) {
 		return
 	}
@@ -36,7 +36,7 @@ func readRetryAfter(in *SignalInput, s *Signal) {
 // against the server's clock. A date in the past gives zero. Signs,
 // exponents, NaN, underscores, other time zones and empty values are
 // invalid; huge values saturate.
-func parseRetryAfter(v string, in *SignalInput) (time.Duration, bool) {
+func parseRetryAfter(v string, in *input) (time.Duration, bool) {
 	v = trimOWS(v)
 	if v == "" {
 		return 0, false
@@ -153,7 +153,7 @@ func parseCount(v string) (int64, bool) {
 // the server's clock; a Go duration as OpenAI sends it ("6m0s", "547ms");
 // an RFC 3339 timestamp, or one without seconds as Atlassian sends it
 // ("2026-03-10T12:01Z"); or an HTTP-date.
-func parseReset(v string, in *SignalInput) (time.Duration, bool) {
+func parseReset(v string, in *input) (time.Duration, bool) {
 	v = trimOWS(v)
 	if v == "" {
 		return 0, false
@@ -186,7 +186,7 @@ func parseReset(v string, in *SignalInput) (time.Duration, bool) {
 // epoch seconds (a date in the future, however far: a reset far beyond any
 // cap is still a reset), below 30000·S epoch milliseconds (from a quarter of
 // S ago on); beyond, nonsense.
-func resetFromNumber(n uint64, frac uint32, in *SignalInput) (time.Duration, bool) {
+func resetFromNumber(n uint64, frac uint32, in *input) (time.Duration, bool) {
 	const surelyDelta = 100_000_000 // three years: a delta whatever the clock says
 	if n < surelyDelta {
 		return toDuration(n, frac, time.Second), true

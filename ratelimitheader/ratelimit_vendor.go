@@ -1,4 +1,4 @@
-package headway
+package ratelimitheader
 
 import (
 	"net/http"
@@ -142,7 +142,10 @@ type xGroup struct {
 // maxXGroups bounds the kinds read from one response.
 const maxXGroups = 8
 
-func (xRateLimitDialect) Parse(in *SignalInput, s *Signal) {
+// Parse reads in into s (see Dialect).
+func (d xRateLimitDialect) Parse(in *Input, s *Signal) { d.parse(newInput(in), s) }
+
+func (xRateLimitDialect) parse(in *input, s *Signal) {
 	if !in.has(famXRateLimit) {
 		return
 	}
@@ -211,7 +214,7 @@ func (xRateLimitDialect) Parse(in *SignalInput, s *Signal) {
 }
 
 // add records the windows of g in s.
-func (g *xGroup) add(in *SignalInput, s *Signal) {
+func (g *xGroup) add(in *input, s *Signal) {
 	unit, period := xKind(g.kind)
 	var lb, rb, tb, ub [4]string
 	lim := fieldItems(lb[:0], g.limit)
@@ -220,7 +223,7 @@ func (g *xGroup) add(in *SignalInput, s *Signal) {
 	resets, parse := fieldItems(tb[:0], g.reset), parseReset
 	switch {
 	case len(g.resetAfter) > 0:
-		resets, parse = fieldItems(tb[:0], g.resetAfter), func(v string, _ *SignalInput) (time.Duration, bool) { return parseSeconds(v) }
+		resets, parse = fieldItems(tb[:0], g.resetAfter), func(v string, _ *input) (time.Duration, bool) { return parseSeconds(v) }
 	case len(g.resetMs) > 0:
 		resets, parse = fieldItems(tb[:0], g.resetMs), parseResetMillis
 	}
@@ -280,7 +283,7 @@ func (g *xGroup) add(in *SignalInput, s *Signal) {
 
 // parseResetMillis parses a reset stated in milliseconds: a delta below
 // 1e11 (three years), else an epoch in milliseconds.
-func parseResetMillis(v string, in *SignalInput) (time.Duration, bool) {
+func parseResetMillis(v string, in *input) (time.Duration, bool) {
 	n, frac, ok := parseNumber(v)
 	switch {
 	case !ok:
@@ -370,7 +373,10 @@ type linearDialect struct{}
 
 func (linearDialect) String() string { return "linear" }
 
-func (linearDialect) Parse(in *SignalInput, s *Signal) {
+// Parse reads in into s (see Dialect).
+func (d linearDialect) Parse(in *Input, s *Signal) { d.parse(newInput(in), s) }
+
+func (linearDialect) parse(in *input, s *Signal) {
 	if in.Status == http.StatusBadRequest && in.has(famXRateLimit) {
 		if v, isString, ok := jsonValue(in.Body, "code"); ok && isString && string(v) == "RATELIMITED" {
 			s.Throttled = true
@@ -387,7 +393,10 @@ type githubDialect struct{}
 
 func (githubDialect) String() string { return "github" }
 
-func (githubDialect) Parse(in *SignalInput, s *Signal) {
+// Parse reads in into s (see Dialect).
+func (d githubDialect) Parse(in *Input, s *Signal) { d.parse(newInput(in), s) }
+
+func (githubDialect) parse(in *input, s *Signal) {
 	if in.Status != http.StatusForbidden {
 		return
 	}
@@ -409,7 +418,10 @@ type discordDialect struct{}
 
 func (discordDialect) String() string { return "discord" }
 
-func (discordDialect) Parse(in *SignalInput, s *Signal) {
+// Parse reads in into s (see Dialect).
+func (d discordDialect) Parse(in *Input, s *Signal) { d.parse(newInput(in), s) }
+
+func (discordDialect) parse(in *input, s *Signal) {
 	if in.has(famXRateLimit) {
 		if hasItem(in.Header["X-Ratelimit-Global"], "true") || hasItem(in.Header["X-Ratelimit-Scope"], "global") {
 			s.Scope = ScopeGlobal
@@ -435,7 +447,10 @@ type openAIDialect struct{}
 
 func (openAIDialect) String() string { return "openai" }
 
-func (openAIDialect) Parse(in *SignalInput, s *Signal) {
+// Parse reads in into s (see Dialect).
+func (d openAIDialect) Parse(in *Input, s *Signal) { d.parse(newInput(in), s) }
+
+func (openAIDialect) parse(in *input, s *Signal) {
 	if in.Status != http.StatusTooManyRequests || len(in.Body) == 0 {
 		return
 	}
@@ -469,7 +484,10 @@ var anthropicBilling = [...]string{
 	"extra usage is required", "usage credits are required",
 }
 
-func (anthropicDialect) Parse(in *SignalInput, s *Signal) {
+// Parse reads in into s (see Dialect).
+func (d anthropicDialect) Parse(in *Input, s *Signal) { d.parse(newInput(in), s) }
+
+func (anthropicDialect) parse(in *input, s *Signal) {
 	if len(in.Body) > 0 && (in.Status == http.StatusTooManyRequests || in.Status == http.StatusBadRequest ||
 		in.Status == http.StatusPaymentRequired) {
 		for _, w := range anthropicBilling {
@@ -519,7 +537,10 @@ type shopifyDialect struct{}
 
 func (shopifyDialect) String() string { return "shopify" }
 
-func (shopifyDialect) Parse(in *SignalInput, s *Signal) {
+// Parse reads in into s (see Dialect).
+func (d shopifyDialect) Parse(in *Input, s *Signal) { d.parse(newInput(in), s) }
+
+func (shopifyDialect) parse(in *input, s *Signal) {
 	if !in.has(famShopify) {
 		return
 	}
@@ -552,7 +573,10 @@ type hubSpotDialect struct{}
 
 func (hubSpotDialect) String() string { return "hubspot" }
 
-func (hubSpotDialect) Parse(in *SignalInput, s *Signal) {
+// Parse reads in into s (see Dialect).
+func (d hubSpotDialect) Parse(in *Input, s *Signal) { d.parse(newInput(in), s) }
+
+func (hubSpotDialect) parse(in *input, s *Signal) {
 	if !in.has(famHubSpot) {
 		return
 	}
@@ -578,7 +602,10 @@ type zendeskDialect struct{}
 
 func (zendeskDialect) String() string { return "zendesk" }
 
-func (zendeskDialect) Parse(in *SignalInput, s *Signal) {
+// Parse reads in into s (see Dialect).
+func (d zendeskDialect) Parse(in *Input, s *Signal) { d.parse(newInput(in), s) }
+
+func (zendeskDialect) parse(in *input, s *Signal) {
 	if !in.has(famZendesk) {
 		return
 	}
@@ -619,7 +646,10 @@ type stripeDialect struct{}
 
 func (stripeDialect) String() string { return "stripe" }
 
-func (stripeDialect) Parse(in *SignalInput, s *Signal) {
+// Parse reads in into s (see Dialect).
+func (d stripeDialect) Parse(in *Input, s *Signal) { d.parse(newInput(in), s) }
+
+func (stripeDialect) parse(in *input, s *Signal) {
 	if in.has(famStripe) {
 		if hasItem(in.Header["Stripe-Should-Retry"], "false") {
 			s.Permanent = true
@@ -646,7 +676,10 @@ type salesforceDialect struct{}
 
 func (salesforceDialect) String() string { return "salesforce" }
 
-func (salesforceDialect) Parse(in *SignalInput, s *Signal) {
+// Parse reads in into s (see Dialect).
+func (d salesforceDialect) Parse(in *Input, s *Signal) { d.parse(newInput(in), s) }
+
+func (salesforceDialect) parse(in *input, s *Signal) {
 	if in.Status == http.StatusForbidden && containsFold(in.Body, "request_limit_exceeded") {
 		s.Throttled = true
 	}
@@ -689,7 +722,10 @@ type atlassianDialect struct{}
 
 func (atlassianDialect) String() string { return "atlassian" }
 
-func (atlassianDialect) Parse(in *SignalInput, s *Signal) {
+// Parse reads in into s (see Dialect).
+func (d atlassianDialect) Parse(in *Input, s *Signal) { d.parse(newInput(in), s) }
+
+func (atlassianDialect) parse(in *input, s *Signal) {
 	if !in.has(famIETF) {
 		return
 	}
@@ -742,7 +778,7 @@ func maxCount(vs []string) (int64, bool) {
 }
 
 // maxReset returns the latest valid reset among the members of a field.
-func maxReset(vs []string, in *SignalInput) (time.Duration, bool) {
+func maxReset(vs []string, in *input) (time.Duration, bool) {
 	var (
 		m     time.Duration
 		found bool

@@ -1,4 +1,4 @@
-package headway
+package ratelimitheader
 
 import (
 	"fmt"
@@ -35,15 +35,15 @@ var allFields = []string{
 
 var sinkSignal Signal
 
-func benchParse(b *testing.B, in *SignalInput) {
+func benchParse(b *testing.B, in *Input) {
 	b.ReportAllocs()
 	for b.Loop() {
-		sinkSignal = ParseSignal(in)
+		sinkSignal = Parse(in)
 	}
 }
 
 func BenchmarkParseNoRateLimitHeaders(b *testing.B) {
-	benchParse(b, &SignalInput{Status: 200, Header: typical200(), Now: benchNow})
+	benchParse(b, &Input{Status: 200, Header: typical200(), Now: benchNow})
 }
 
 // BenchmarkParseNoRateLimitHeadersScaling shows the cost per header field,
@@ -54,7 +54,7 @@ func BenchmarkParseNoRateLimitHeadersScaling(b *testing.B) {
 		for _, k := range allFields[:n] {
 			h[k] = []string{"x"}
 		}
-		in := &SignalInput{Status: 200, Header: h, Now: benchNow}
+		in := &Input{Status: 200, Header: h, Now: benchNow}
 		b.Run(fmt.Sprintf("fields=%d", n), func(b *testing.B) { benchParse(b, in) })
 		b.Run(fmt.Sprintf("fields=%d/bare-range", n), func(b *testing.B) {
 			for b.Loop() {
@@ -71,12 +71,12 @@ func BenchmarkParseNoRateLimitHeadersScaling(b *testing.B) {
 var sinkInt int
 
 func BenchmarkParseNoRateLimitHeadersParallel(b *testing.B) {
-	in := &SignalInput{Status: 200, Header: typical200(), Now: benchNow}
+	in := &Input{Status: 200, Header: typical200(), Now: benchNow}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		var s Signal
 		for pb.Next() {
-			s = ParseSignal(in)
+			s = Parse(in)
 		}
 		_ = s
 	})
@@ -90,20 +90,20 @@ func BenchmarkParseGitHub200(b *testing.B) {
 	h["X-Ratelimit-Reset"] = []string{"1773147600"}
 	h["X-Ratelimit-Used"] = []string{"1"}
 	h["X-Ratelimit-Resource"] = []string{"core"}
-	benchParse(b, &SignalInput{Status: 200, Header: h, Now: benchNow})
+	benchParse(b, &Input{Status: 200, Header: h, Now: benchNow})
 }
 
 func BenchmarkParseIETF200(b *testing.B) {
 	h := typical200()
 	h["Ratelimit-Policy"] = []string{`"burst";q=100;w=60, "daily";q=1000;w=86400`}
 	h["Ratelimit"] = []string{`"burst";r=99;t=59`}
-	benchParse(b, &SignalInput{Status: 200, Header: h, Now: benchNow})
+	benchParse(b, &Input{Status: 200, Header: h, Now: benchNow})
 }
 
 func BenchmarkParse429RetryAfter(b *testing.B) {
 	h := typical200()
 	h["Retry-After"] = []string{"20"}
-	benchParse(b, &SignalInput{Status: 429, Header: h, Now: benchNow})
+	benchParse(b, &Input{Status: 429, Header: h, Now: benchNow})
 }
 
 func BenchmarkParseGemini429(b *testing.B) {
@@ -113,7 +113,7 @@ func BenchmarkParseGemini429(b *testing.B) {
 		`"generativelanguage.googleapis.com/generate_content_free_tier_requests","quotaId":` +
 		`"GenerateRequestsPerMinutePerProjectPerModel-FreeTier","quotaValue":"10"}]},` +
 		`{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"55s"}]}}`)
-	benchParse(b, &SignalInput{Status: 429, Header: h, Body: body, Now: benchNow})
+	benchParse(b, &Input{Status: 429, Header: h, Body: body, Now: benchNow})
 }
 
 func BenchmarkParseFolded200(b *testing.B) {
@@ -121,14 +121,14 @@ func BenchmarkParseFolded200(b *testing.B) {
 	h["X-Ratelimit-Limit"] = []string{"5000, 5000"}
 	h["X-Ratelimit-Remaining"] = []string{"4999, 4999"}
 	h["X-Ratelimit-Reset"] = []string{"1773147600, 1773147600"}
-	benchParse(b, &SignalInput{Status: 200, Header: h, Now: benchNow})
+	benchParse(b, &Input{Status: 200, Header: h, Now: benchNow})
 }
 
 // TestParseNoRateLimitHeadersBudget holds the fast path to its promise: no
 // allocation (timing is left to the benchmark, machines differ).
 func TestParseNoRateLimitHeadersBudget(t *testing.T) {
-	in := &SignalInput{Status: 200, Header: typical200(), Now: benchNow}
-	if n := testing.AllocsPerRun(100, func() { sinkSignal = ParseSignal(in) }); n != 0 {
-		t.Fatalf("ParseSignal on a response without rate-limit fields allocates %v times", n)
+	in := &Input{Status: 200, Header: typical200(), Now: benchNow}
+	if n := testing.AllocsPerRun(100, func() { sinkSignal = Parse(in) }); n != 0 {
+		t.Fatalf("Parse on a response without rate-limit fields allocates %v times", n)
 	}
 }

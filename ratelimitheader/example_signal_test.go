@@ -1,17 +1,17 @@
-package headway_test
+package ratelimitheader_test
 
 import (
 	"fmt"
 	"net/http"
 	"time"
 
-	"github.com/headway-go/headway"
+	"github.com/headway-go/headway/ratelimitheader"
 )
 
 // A GitHub primary rate limit: a 403 with x-ratelimit-remaining: 0. The
 // reset is an epoch, measured against the response's Date, not the local
 // clock (which here runs a minute slow).
-func ExampleParseSignal() {
+func ExampleParse() {
 	h := http.Header{}
 	h.Set("Date", "Tue, 10 Mar 2026 12:00:00 GMT")
 	h.Set("X-RateLimit-Limit", "5000")
@@ -19,7 +19,7 @@ func ExampleParseSignal() {
 	h.Set("X-RateLimit-Reset", "1773144900")
 	h.Set("X-RateLimit-Resource", "core")
 
-	sig := headway.ParseSignal(&headway.SignalInput{
+	sig := ratelimitheader.Parse(&ratelimitheader.Input{
 		Status: http.StatusForbidden,
 		Header: h,
 		Body:   []byte(`{"message":"API rate limit exceeded for user ID 1."}`),
@@ -36,13 +36,13 @@ func ExampleParseSignal() {
 
 // IETF RateLimit fields on a successful response: nothing to wait for, but
 // the quota left and the policy it belongs to.
-func ExampleSignalParser_Parse() {
+func ExampleParser_Parse() {
 	h := http.Header{}
 	h.Add("RateLimit-Policy", `"burst";q=100;w=60, "daily";q=1000;w=86400`)
 	h.Add("RateLimit", `"burst";r=99;t=59`)
 
-	var p headway.SignalParser // zero value: default dialects, 10-minute cap
-	sig := p.Parse(&headway.SignalInput{Status: http.StatusOK, Header: h, Now: time.Now()})
+	var p ratelimitheader.Parser // zero value: default dialects, 10-minute cap
+	sig := p.Parse(&ratelimitheader.Input{Status: http.StatusOK, Header: h, Now: time.Now()})
 	fmt.Printf("%d left, resets in %v, policy %d per %v\n", sig.Remaining, sig.Reset, sig.Limit, sig.Period)
 	// Output:
 	// 99 left, resets in 59s, policy 100 per 1m0s
@@ -50,16 +50,16 @@ func ExampleSignalParser_Parse() {
 
 // A Dialect teaches the parser a vendor's fields without forking it.
 func ExampleDialectFunc() {
-	acme := headway.DialectFunc(func(in *headway.SignalInput, s *headway.Signal) {
+	acme := ratelimitheader.DialectFunc(func(in *ratelimitheader.Input, s *ratelimitheader.Signal) {
 		if in.Header.Get("X-Acme-Slow-Down") == "1" {
 			s.AddRetryAfter(3 * time.Second)
 			s.Throttled = true
 		}
 	})
-	p := headway.SignalParser{Dialects: append(headway.DefaultDialects(), acme)}
+	p := ratelimitheader.Parser{Dialects: append(ratelimitheader.DefaultDialects(), acme)}
 
 	h := http.Header{"X-Acme-Slow-Down": {"1"}}
-	sig := p.Parse(&headway.SignalInput{Status: http.StatusOK, Header: h, Now: time.Now()})
+	sig := p.Parse(&ratelimitheader.Input{Status: http.StatusOK, Header: h, Now: time.Now()})
 	fmt.Println(sig.Throttled, sig.Wait)
 	// Output:
 	// true 3s

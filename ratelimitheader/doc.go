@@ -1,0 +1,25 @@
+// Package ratelimitheader reads what an HTTP response says about rate
+// limiting: whether it rejected the request (a 429, a 503, a vendor's 403),
+// how long to wait before the next request (Retry-After and its variants,
+// the reset of an exhausted quota), and what quota is left (the IETF
+// RateLimit and RateLimit-Policy fields, drafts -06 to -11, and the vendor
+// dialects: X-RateLimit-*, GitHub, Discord, OpenAI, Anthropic, Shopify,
+// HubSpot, Zendesk, Stripe, Google APIs, Salesforce, Atlassian, Linear).
+//
+// It is pure: Parse and Parser.Parse take the status, the header, a prefix
+// of the body and the clocks, and return a Signal; they never block, never
+// keep their input and never panic on malformed fields, which they ignore.
+// It imports nothing of headway, and serves any Go HTTP client:
+//
+//	in := &ratelimitheader.Input{Status: resp.StatusCode, Header: resp.Header, Now: time.Now()}
+//	if resp.StatusCode >= 400 {
+//		in.Body, _ = io.ReadAll(io.LimitReader(resp.Body, 4<<10)) // a prefix is enough
+//	}
+//	sig := ratelimitheader.Parse(in)
+//	if sig.Throttled && sig.HasWait && !sig.Permanent && !sig.OverMaxServerWait {
+//		time.Sleep(sig.Wait) // then send the request again
+//	}
+//
+// A Parser with more Dialect values reads other vendors' fields. Package
+// headway's Transport parses every response with it.
+package ratelimitheader
