@@ -53,8 +53,8 @@ type keyState struct {
 	learning atomic.Bool   // the window counts answers that say nothing (see answered)
 	sent     uint64        // departures so far; the last one's number
 	firstAt  int64         // when the first departure left
-	firstSeq uint64        // its number; 0: none yet, or it was not sent
 	probing  atomic.Bool   // no response has come yet
+	firstSeq uint32        // the first departure's number, truncated; 0: none yet, or it was not sent
 	budget   *retryBudget  // nil when budgets are off
 	br       *breaker      // nil without WithBreaker
 	out      outage        // whether its host is down; see outage.go
@@ -192,7 +192,7 @@ func (k *keyState) take(d, now, cost int64, route string) departure {
 		k.aimdB.Take(d, cost)
 	}
 	if k.firstSeq == 0 {
-		k.firstAt, k.firstSeq = d, k.sent+1
+		k.firstAt, k.firstSeq = d, max(uint32(k.sent+1), 1)
 	}
 	k.sent++
 	k.outageTake(k.sent)
@@ -430,7 +430,7 @@ func (k *keyState) unsentFirst(seq uint64) {
 		return
 	}
 	k.mu.Lock()
-	if k.firstSeq == seq {
+	if k.firstSeq == max(uint32(seq), 1) {
 		k.firstSeq = 0
 		k.dispatch(k.env.now())
 	}

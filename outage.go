@@ -31,13 +31,13 @@ import (
 type outage struct {
 	down    bool
 	probing bool   // a probe is in flight
+	fleet   bool   // down as the fleet reports it (see SharedProber)
 	probe   uint64 // the probe's departure number, while probing
 	next    int64  // when the next probe may leave
 	downAt  uint64 // the departure whose failure began the outage
 	upAt    uint64 // the last departure before the last outage ended
-	fleet   bool   // down as the fleet reports it (see SharedProber)
-
-	fleetNext int64 // while fleet: when the fleet's next probe is due
+	// While fleet: when the fleet's next probe is due.
+	fleetNext int64
 	bo        *backoff.ExponentialBackOff
 	clock     clockAt       // bo's clock, never read: bo has no elapsed-time bound
 	isDown    atomic.Bool   // down, read without the lock
