@@ -29,10 +29,15 @@ func policyLife(period time.Duration) time.Duration { return max(2*period, time.
 // quota. It implements headway.SharedLearner.
 //
 //   - A policy (sig.Limit requests per sig.Period) becomes a shared limit
-//     of one request every Period/Limit, Limit at once, that Reserve
-//     applies in every process to the key when it is called without
-//     limits: the key of a Transport with no limit configured. It holds
-//     for two periods (a minute at least) after it was last stated.
+//     of one request every Period/Limit that Reserve applies in every
+//     process to the key when it is called without limits: the key of a
+//     Transport with no limit configured. Its burst is what the server
+//     holds, one request kept in reserve (as a Transport keeps one of a
+//     configured burst): Limit, or less when the responses say less was
+//     ever left (a bucket of 10 stating 20 per second, say), the most any
+//     process has seen. A policy that starts spends what the server says
+//     is left, not a fresh burst. It holds for two periods (a minute at
+//     least) after it was last stated.
 //   - An exhausted quota (Remaining 0) whose wait derives from its reset,
 //     when no policy states the rate at which it refills, becomes a shared
 //     pause of sig.Wait, as Pause makes it. A quota whose policy is stated
@@ -48,7 +53,11 @@ func (r *Redis) Learn(ctx context.Context, key string, sig ratelimitheader.Signa
 	}
 	switch {
 	case sig.Limit > 0 && sig.Period > 0 && !sig.OverMaxServerWait && sig.Limit <= maxPolicyLimit && sig.Period <= maxPolicyPeriod:
-		return r.learnPolicy(ctx, r.state(key), sig.Limit, sig.Period)
+		left := int64(-1)
+		if sig.HasRemaining && !sig.Throttled {
+			left = sig.Remaining
+		}
+		return r.learnPolicy(ctx, r.state(key), sig.Limit, sig.Period, left)
 	case sig.HasRemaining && sig.Remaining == 0 && sig.HasWait && !sig.RetryAfter && sig.Wait > 0:
 		ks := r.state(key)
 		if ks.pausedFor(r.now()) >= sig.Wait-sig.Wait/8 {
@@ -59,23 +68,36 @@ func (r *Redis) Learn(ctx context.Context, key string, sig ratelimitheader.Signa
 	return nil
 }
 
-// learnPolicy shares the policy of limit requests per period for ks.
-func (r *Redis) learnPolicy(ctx context.Context, ks *keyState, limit int64, period time.Duration) error {
+// learnPolicy shares the policy of limit requests per period for ks; left
+// is what the response said was left, -1 if it did not say.
+func (r *Redis) learnPolicy(ctx context.Context, ks *keyState, limit int64, period time.Duration, left int64) error {
 	iv := max((int64(period)/limit+999)/1000, 1) // µs, rounded up
 	life := policyLife(period)
 	now := r.now()
-	if p := ks.learned.Load(); p != nil && p.iv == iv && p.burst == limit && now-p.at < int64(life/2) {
+	if left >= 0 && left+1 > ks.capSeen.Load() {
+		ks.capSeen.Store(left + 1) // one writer at a time matters not: only ever raised to what was seen
+	}
+	burst := limit
+	if c := ks.capSeen.Load(); c > 0 {
+		burst = min(burst, c)
+	}
+	burst = max(burst-1, 1) // one in reserve
+	if p := ks.learned.Load(); p != nil && p.iv == iv && p.burst == burst && now-p.at < int64(life/2) {
 		return nil
 	}
 	if err := r.usable(ks); err != nil {
 		return err
 	}
-	args := []any{iv, limit, int64(life / time.Microsecond), r.marginMs() * 1000, r.capUs()}
+	procs := r.live.Load()
+	if procs <= 0 {
+		procs = int64(r.cfg.fallbackProcs)
+	}
+	args := []any{iv, burst, int64(life / time.Microsecond), r.marginMs() * 1000, r.capUs(), left, procs}
 	v, err := r.eval(ctx, learnScript, ks.keys, args)
 	if err == nil {
 		if _, err = intReply("learn", v); err == nil {
 			r.up(ks)
-			ks.learned.Store(&learnedPolicy{iv: iv, burst: limit, at: now})
+			ks.learned.Store(&learnedPolicy{iv: iv, burst: burst, at: now})
 			return nil
 		}
 	}

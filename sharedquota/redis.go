@@ -74,7 +74,8 @@ type keyState struct {
 	lastUsed atomic.Int64 // monotonic ns
 	checked  atomic.Int64 // monotonic ns: when PausedFor last asked Redis
 	learned  atomic.Pointer[learnedPolicy]
-	health   health // of this key's hash: a WRONGTYPE fails it alone
+	capSeen  atomic.Int64 // the most the server said was left, plus one; 0: none said
+	health   health       // of this key's hash: a WRONGTYPE fails it alone
 
 	mu         sync.Mutex
 	pauseUntil int64 // monotonic ns: the last pause this process knows of

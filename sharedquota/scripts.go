@@ -280,21 +280,47 @@ return math.max(pause - now, 0)
 // learnScript records a policy a server stated for the quota: one request
 // every ARGV[1] µs, ARGV[2] at once, until ARGV[3] µs from now. The
 // reservations without limits of every process apply it (see
-// reserveScript). It returns 1.
+// reserveScript). While the same policy holds, its burst is the largest
+// any process shared: each shares what it has seen of the server's
+// capacity, and no process has seen more than there is.
+//
+// A policy that starts (none held) starts from what the server said was
+// left, ARGV[6] (-1: not said): the requests that went before it was known
+// were spent, and each of the other ARGV[7]-1 processes may have one in
+// flight. So the policy's TAT starts no earlier than to leave
+// ARGV[6]-ARGV[7] requests at once. It returns 1.
 //
 // KEYS[1]: the quota's hash; ARGV[4]: the margin of the TTL, in µs;
 // ARGV[5]: the cap on waits, in µs.
 var learnScript = redis.NewScript(prelude + `
 local untl = now + ARGV[3]
 local cap = tonumber(ARGV[5])
-local exp = valid(redis.call('HGET', KEYS[1], 'exp'), now + 2 * cap + 604800000000)
-local lu = string.format('%d', untl)
+local li = tonumber(ARGV[1])
+local lb = tonumber(ARGV[2])
+local v = redis.call('HMGET', KEYS[1], 'exp', 'li', 'lb', 'lu', 'lt')
+local held = valid(v[2], 86400000000) == li and (valid(v[4], now + 432000000000) or 0) > now
+if held then
+  lb = math.max(lb, math.floor(valid(v[3], 1000000000) or 0))
+end
+local hs = {'li', ARGV[1], 'lb', string.format('%d', lb), 'lu', string.format('%d', untl)}
+local left, procs = tonumber(ARGV[6]), tonumber(ARGV[7])
+if not held and left >= 0 then
+  local floor = now + (lb - math.min(math.max(left - procs, 0), lb)) * li
+  local lt = valid(v[5], now + cap + lb * li)
+  if lt == nil or lt < floor then
+    hs[#hs + 1] = 'lt'
+    hs[#hs + 1] = string.format('%d', floor)
+  end
+end
+local exp = valid(v[1], now + 2 * cap + 604800000000)
 if exp == nil or exp < untl + ARGV[4] / 2 then
   exp = untl + ARGV[4]
-  redis.call('HSET', KEYS[1], 'li', ARGV[1], 'lb', ARGV[2], 'lu', lu, 'exp', string.format('%d', exp))
+  hs[#hs + 1] = 'exp'
+  hs[#hs + 1] = string.format('%d', exp)
+  redis.call('HSET', KEYS[1], unpack(hs))
   redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000)))
 else
-  redis.call('HSET', KEYS[1], 'li', ARGV[1], 'lb', ARGV[2], 'lu', lu)
+  redis.call('HSET', KEYS[1], unpack(hs))
 end
 return 1
 `)
