@@ -11,7 +11,6 @@ import (
 
 	"github.com/headway-go/headway"
 	"github.com/headway-go/headway/fakeserver"
-	"github.com/headway-go/headway/ratelimitheader"
 )
 
 // get sends a GET to url through c and drains and closes the response body.
@@ -239,11 +238,4 @@ func ExampleTransport_RoundTrip() {
 	// 200 Retry-After: ""
 	// 200 Retry-After: ""
 	// 429 Retry-After: "60"
-}
-
-// The built-in header dialects, in the order ParseSignal runs them.
-func ExampleDefaultDialects() {
-	fmt.Println(ratelimitheader.DefaultDialects())
-	// Output:
-	// [ietf x-ratelimit github discord openai anthropic shopify hubspot zendesk stripe google salesforce atlassian linear]
 }

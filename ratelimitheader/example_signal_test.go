@@ -64,3 +64,10 @@ func ExampleDialectFunc() {
 	// Output:
 	// true 3s
 }
+
+// The built-in header dialects, in the order Parse runs them.
+func ExampleDefaultDialects() {
+	fmt.Println(ratelimitheader.DefaultDialects())
+	// Output:
+	// [ietf x-ratelimit github discord openai anthropic shopify hubspot zendesk stripe google salesforce atlassian linear]
+}
