@@ -77,9 +77,12 @@
 // the check always asks Redis.
 //
 // Redis implements headway.SharedLearner too: a policy a response states
-// (Limit per Period) becomes a shared limit, Limit at once and one request
-// every Period/Limit, that every process applies to a key for which it has
-// no limit of its own; an exhausted quota whose rate no policy states
+// (Limit per Period) becomes a shared limit, one request every
+// Period/Limit, that every process applies to a key for which it has no
+// limit of its own. Its burst is what the server holds (Limit, or the most
+// any process was told is left, plus one, when that is less), one request
+// kept in reserve; it starts from what the server said was left, not from
+// a full burst. An exhausted quota whose rate no policy states
 // becomes a shared pause, as long as the process's model of the server
 // expects it to last. Learn goes to Redis only with something new.
 //

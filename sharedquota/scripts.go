@@ -286,9 +286,9 @@ return math.max(pause - now, 0)
 //
 // A policy that starts (none held) starts from what the server said was
 // left, ARGV[6] (-1: not said): the requests that went before it was known
-// were spent, and each of the other ARGV[7]-1 processes may have one in
+// were spent, and each of ARGV[7]-1 other processes may have one in
 // flight. So the policy's TAT starts no earlier than to leave
-// ARGV[6]-ARGV[7] requests at once. It returns 1.
+// ARGV[6]-ARGV[7] requests at once (one kept in reserve). It returns 1.
 //
 // KEYS[1]: the quota's hash; ARGV[4]: the margin of the TTL, in µs;
 // ARGV[5]: the cap on waits, in µs.
