@@ -137,7 +137,9 @@
 // The first probe that gets another answer ends the outage, and the queue
 // drains at the key's pace at once. A key whose requests go unanswered for
 // much longer than usual (a host that accepts and hangs) sends no more
-// until an answer or a timeout comes.
+// until an answer or a timeout comes. A [SharedQuota] that is also a
+// [SharedProber] (sharedquota's is) shares the outage among processes: the
+// fleet holds its queues and sends one probe at a time, not one per process.
 //
 // # Seeing it work
 //

@@ -54,6 +54,7 @@ type keyState struct {
 	sent     uint64        // departures so far; the last one's number
 	firstAt  int64         // when the first departure left
 	probing  atomic.Bool   // no response has come yet
+	firstSeq uint32        // the first departure's number, truncated; 0: none yet, or it was not sent
 	budget   *retryBudget  // nil when budgets are off
 	br       *breaker      // nil without WithBreaker
 	out      outage        // whether its host is down; see outage.go
@@ -148,7 +149,7 @@ func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 	if now < k.env.hostPauses.Load() {
 		d = max(d, k.host.pauseUntil.Load()) // some host is paused: maybe this one
 	}
-	if k.probing.Load() && k.sent > 0 {
+	if k.probing.Load() && k.firstSeq != 0 {
 		// A key that knows nothing of its server yet sends one request and
 		// waits for its answer before sending more, but not for long: a
 		// slow first answer (a long call) must not hold the others up.
@@ -190,8 +191,8 @@ func (k *keyState) take(d, now, cost int64, route string) departure {
 		k.aimdB.Interval = k.aimd.interval(d)
 		k.aimdB.Take(d, cost)
 	}
-	if k.sent == 0 {
-		k.firstAt = d
+	if k.firstSeq == 0 {
+		k.firstAt, k.firstSeq = d, max(uint32(k.sent+1), 1)
 	}
 	k.sent++
 	k.outageTake(k.sent)
@@ -219,6 +220,9 @@ func (k *keyState) admissible(ctx context.Context, now, cost int64, front bool, 
 		n, ahead = 1, cost
 	}
 	wait := time.Duration(k.earliest(now, n, ahead, route) - now)
+	if next, ok := k.nextProbe(); ok && k.out.fleet {
+		wait = max(wait, time.Duration(next-now)) // the fleet's probe
+	}
 	var err *WaitError
 	if opts.MaxWait > 0 && wait > opts.MaxWait {
 		err = &WaitError{Wait: wait, Allowed: opts.MaxWait}
@@ -417,6 +421,21 @@ func (k *keyState) deadline(ctx context.Context, now int64) int64 {
 // probeWait bounds how long a key with no limit waits for the answer to
 // its first request before it sends more.
 const probeWait = time.Second
+
+// unsentFirst notes that departure seq was not sent: if it was the first,
+// the key does not wait for its answer, and its next departure is the
+// first.
+func (k *keyState) unsentFirst(seq uint64) {
+	if !k.probing.Load() {
+		return
+	}
+	k.mu.Lock()
+	if k.firstSeq == max(uint32(seq), 1) {
+		k.firstSeq = 0
+		k.dispatch(k.env.now())
+	}
+	k.mu.Unlock()
+}
 
 // endProbe lets a key that waited for its first answer go on.
 func (k *keyState) endProbe() {

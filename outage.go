@@ -31,16 +31,18 @@ import (
 type outage struct {
 	down    bool
 	probing bool   // a probe is in flight
+	fleet   bool   // down as the fleet reports it (see SharedProber)
 	probe   uint64 // the probe's departure number, while probing
 	next    int64  // when the next probe may leave
 	downAt  uint64 // the departure whose failure began the outage
 	upAt    uint64 // the last departure before the last outage ended
-	fleet   bool   // down as the fleet reports it (see SharedProber)
-	bo      *backoff.ExponentialBackOff
-	clock   clockAt       // bo's clock, never read: bo has no elapsed-time bound
-	isDown  atomic.Bool   // down, read without the lock
-	changes atomic.Uint64 // times down changed
-	logged  atomic.Uint64 // changes logged (see observer.outage)
+	// While fleet: when the fleet's next probe is due.
+	fleetNext int64
+	bo        *backoff.ExponentialBackOff
+	clock     clockAt       // bo's clock, never read: bo has no elapsed-time bound
+	isDown    atomic.Bool   // down, read without the lock
+	changes   atomic.Uint64 // times down changed
+	logged    atomic.Uint64 // changes logged (see observer.outage)
 
 	// What tells a stall (see outageGate).
 	firstOut   atomic.Int64 // 1 + when the first request sent since the last answer went
@@ -355,6 +357,11 @@ func (k *keyState) nextProbe() (int64, bool) {
 	if !k.out.down || k.out.probing {
 		return 0, false
 	}
+	if k.out.fleet {
+		// k looks again soon (see fleetHold), but the probe that may end
+		// the outage is the fleet's.
+		return max(k.out.next, k.out.fleetNext), true
+	}
 	return k.out.next, true
 }
 
@@ -379,9 +386,10 @@ func (k *keyState) failLate(now int64) {
 // probeWaitError is the error of a request that cannot wait for k's next
 // probe, having allowed left to wait. Called under k.mu.
 func (k *keyState) probeWaitError(now, allowed int64) *WaitError {
+	next, _ := k.nextProbe()
 	return &WaitError{
-		Wait:      time.Duration(k.out.next - now),
+		Wait:      time.Duration(next - now),
 		Allowed:   time.Duration(max(allowed, 0)),
-		NextProbe: k.env.wall(k.out.next),
+		NextProbe: k.env.wall(next),
 	}
 }

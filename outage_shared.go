@@ -27,29 +27,30 @@ func (t *Transport) prober() SharedProber {
 
 // fleetGate decides whether departure seq of k may go as far as the fleet's
 // outage of key goes: it may (ok) when the fleet reports the host up, or
-// when it is k's probe and the fleet gives this process the turn (turn);
-// otherwise the key waits wait before it looks again. Asking for the turn
-// is the only round trip, and only when the fleet's probe is due.
-func (t *Transport) fleetGate(ctx context.Context, p SharedProber, key string, k *keyState, seq uint64) (wait time.Duration, ok, turn bool) {
+// when it is k's probe and the fleet gives this process the turn (turn).
+// Otherwise k looks again after recheck, and next is when the fleet's next
+// probe is due. Asking for the turn is the only call that may make a round
+// trip, and only when the fleet's probe is due.
+func (t *Transport) fleetGate(ctx context.Context, p SharedProber, key string, k *keyState, seq uint64) (recheck, next time.Duration, ok, turn bool) {
 	down, next := p.HostState(key)
 	if !k.isProbe(seq) {
-		return next, !down, false
+		return next, next, !down, false
 	}
 	if !down {
 		// The fleet found the host back: so does k, if it went down with
 		// the fleet; otherwise (the fleet never heard of it) this is k's
 		// own probe.
 		k.fleetUp()
-		return 0, true, false
+		return 0, 0, true, false
 	}
 	if next > 0 {
-		return next, false, false
+		return next, next, false, false
 	}
 	w, err := p.ProbeTurn(ctx, key)
 	if err != nil || w <= 0 {
-		return 0, true, true // this process's turn, or probing on its own
+		return 0, 0, true, true // this process's turn, or probing on its own
 	}
-	return w, false, false
+	return w, next, false, false
 }
 
 // shareHealth tells the fleet what the answer to departure seq of k found,
@@ -66,7 +67,7 @@ func (t *Transport) shareHealth(ctx context.Context, key string, k *keyState, v 
 	case v == hostDown && k.isDown() && (wasProbe || !wasDown):
 		w, err := p.HostDown(ctx, key, t.probe.initial, t.probe.cap)
 		if err == nil {
-			k.fleetHold(w) // the fleet's schedule, not k's own
+			k.fleetHold(w, w) // the fleet's schedule, not k's own
 		}
 	case v == hostUp && wasDown && !k.isDown():
 		_ = p.HostUp(ctx, key)
@@ -74,9 +75,11 @@ func (t *Transport) shareHealth(ctx context.Context, key string, k *keyState, v 
 }
 
 // fleetHold keeps k's queue waiting, as in an outage, because its fleet
-// reports the host down, with its next probe wait from now: k looks again
-// then, or after fleetRecheck, whichever comes first. Called without k.mu.
-func (k *keyState) fleetHold(wait time.Duration) {
+// reports the host down, its next probe due next from now: k looks again
+// after recheck, or after fleetRecheck, whichever comes first. A request
+// that cannot wait for the fleet's next probe fails at once. Called
+// without k.mu.
+func (k *keyState) fleetHold(recheck, next time.Duration) {
 	now := k.env.now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -87,7 +90,8 @@ func (k *keyState) fleetHold(wait time.Duration) {
 	}
 	o.fleet = true
 	o.backoff(k.env.probe) // should the fleet go quiet, k probes on its own
-	o.next = satAdd(now, int64(min(max(wait, time.Millisecond), fleetRecheck)))
+	o.next = satAdd(now, int64(min(max(recheck, time.Millisecond), fleetRecheck)))
+	o.fleetNext = satAdd(now, int64(next))
 	k.failLate(now)
 	k.dispatch(now)
 }

@@ -343,6 +343,7 @@ func (s *slot) unsent() {
 		s.done(outcomeExcluded)
 	}
 	s.k.settle(s.dep, hostUnknown)
+	s.k.unsentFirst(s.dep.seq)
 	s.k.release()
 	s.k.seen()
 }
@@ -428,10 +429,10 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 		if p != nil {
 			// The fleet reports the host down: the request waits with the
 			// others, unless it is the probe whose turn it is.
-			var wait time.Duration
+			var recheck, next time.Duration
 			var ok bool
-			if wait, ok, turn = t.fleetGate(ctx, p, key, k, dep.seq); !ok {
-				k.fleetHold(wait)
+			if recheck, next, ok, turn = t.fleetGate(ctx, p, key, k, dep.seq); !ok {
+				k.fleetHold(recheck, next)
 				s.unsent()
 				front = true
 				continue
@@ -442,9 +443,9 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			return err
 		}
 		if p != nil && !turn {
-			if down, wait := p.HostState(key); down {
+			if down, next := p.HostState(key); down {
 				// Down since the request reserved its slot.
-				k.fleetHold(wait)
+				k.fleetHold(next, next)
 				s.unsent()
 				front = true
 				continue

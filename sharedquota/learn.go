@@ -88,10 +88,21 @@ func (r *Redis) learnPolicy(ctx context.Context, ks *keyState, limit int64, peri
 	if err := r.usable(ks); err != nil {
 		return err
 	}
-	procs := r.live.Load()
-	if procs <= 0 {
-		procs = int64(r.cfg.fallbackProcs)
+	if ks.learned.Load() == nil {
+		// The first policy this process shares: the requests the answer
+		// let go wait for it (see Reserve), not to leave unpaced.
+		done := make(chan struct{})
+		if ks.firstLearn.CompareAndSwap(nil, &done) {
+			defer func() {
+				close(done)
+				ks.firstLearn.CompareAndSwap(&done, nil)
+			}()
+		}
 	}
+	// The processes that may each have a request in flight, not yet
+	// counted in what the server said was left: those counted, but no
+	// fewer than are assumed uncounted, since the count lags at the start.
+	procs := max(r.live.Load(), int64(r.cfg.fallbackProcs))
 	args := []any{iv, burst, int64(life / time.Microsecond), r.marginMs() * 1000, r.capUs(), left, procs}
 	v, err := r.eval(ctx, learnScript, ks.keys, args)
 	if err == nil {

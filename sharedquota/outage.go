@@ -33,6 +33,7 @@ type outages struct {
 type outageState struct {
 	down  bool
 	next  int64  // monotonic ns: when the fleet's next probe is due
+	turn  int64  // monotonic ns: when the turn another process holds ends
 	heard uint64 // changes published and heard: a reply older than one is stale
 }
 
@@ -98,7 +99,7 @@ func (r *Redis) HostDown(ctx context.Context, key string, initial, most time.Dur
 	}
 	o := r.outageOf(ks.hashKey)
 	heard := r.heardOf(o)
-	jit := 750 + rand.IntN(501)
+	jit := rand.IntN(501) - 250
 	v, err := r.eval(ctx, outageDownScript, []string{outageKey(ks.hashKey)}, []any{
 		r.token(), int64(initial / time.Microsecond), mostUs, jit, r.marginMs(), r.channel, ks.hashKey})
 	if err == nil {
@@ -127,7 +128,7 @@ func (r *Redis) HostUp(ctx context.Context, key string) error {
 	ks := r.state(key)
 	o := r.outageOf(ks.hashKey)
 	r.outs.mu.Lock()
-	o.down = false
+	o.down, o.turn = false, 0
 	o.heard++ // a reply to a call begun before is stale
 	r.outs.mu.Unlock()
 	if err := r.usable(ks); err != nil {
@@ -147,36 +148,56 @@ func (r *Redis) HostUp(ctx context.Context, key string) error {
 // ProbeTurn asks for the turn to probe key's host, which the fleet reports
 // down: it returns 0 when this process has it, for a second at most, or
 // when no outage is on; otherwise the wait until the next probe is due, or
-// the turn another process holds ends. It implements headway.SharedProber.
+// the turn another process holds ends. While this process knows another
+// holds the turn (and has heard of no change since), it answers from
+// memory. It implements headway.SharedProber.
 func (r *Redis) ProbeTurn(ctx context.Context, key string) (time.Duration, error) {
 	if r.closed.Load() {
 		return 0, ErrClosed
 	}
 	ks := r.state(key)
+	o := r.outageOf(ks.hashKey)
+	now := r.now()
+	r.outs.mu.Lock()
+	heard, held := o.heard, o.turn-now
+	r.outs.mu.Unlock()
+	if held > 0 {
+		return time.Duration(held), nil
+	}
 	if err := r.usable(ks); err != nil {
 		return 0, err
 	}
-	o := r.outageOf(ks.hashKey)
-	heard := r.heardOf(o)
 	mostUs := int64(r.cfg.maxWait / time.Microsecond)
 	leaseUs := int64(probeLease / time.Microsecond)
 	v, err := r.eval(ctx, probeTurnScript, []string{outageKey(ks.hashKey)}, []any{
 		r.token(), leaseUs, mostUs, r.marginMs()})
 	if err == nil {
 		arr, _ := v.([]any)
-		var w, down int64
+		var w, code int64
 		ok := len(arr) == 2
 		if ok {
 			w, ok = arr[0].(int64)
 		}
 		if ok {
-			down, ok = arr[1].(int64)
+			code, ok = arr[1].(int64)
 		}
-		if !ok || w < 0 || w > 2*mostUs || down < 0 || down > 1 || down == 0 && w != 0 {
-			err = &ReplyError{Script: "probe", Reply: v, Reason: "want a wait from 0 to twice the cap, and 0 or 1"}
+		if !ok || w < 0 || w > 2*mostUs || code < 0 || code > 2 || code == 0 && w != 0 || code == 2 && w > leaseUs {
+			err = &ReplyError{Script: "probe", Reply: v, Reason: "want a wait from 0 to twice the cap, and 0, 1 or 2"}
 		} else {
 			r.up(ks)
-			r.learnOutage(o, heard, down == 1, w)
+			now := r.now()
+			r.outs.mu.Lock()
+			if o.heard == heard {
+				switch code {
+				case 0:
+					o.down = false
+				case 1:
+					o.down, o.next, o.turn = true, now+w*1000, 0
+				case 2:
+					o.down, o.turn = true, now+w*1000
+				}
+			}
+			r.outs.mu.Unlock()
 			return time.Duration(w) * time.Microsecond, nil
 		}
 	}
@@ -203,7 +224,7 @@ func (r *Redis) learnOutage(o *outageState, heard uint64, down bool, w int64) {
 	if o.heard != heard {
 		return
 	}
-	o.down, o.next = down, now+w*1000
+	o.down, o.next, o.turn = down, now+w*1000, 0
 }
 
 // heardOutage applies a published outage change, "o <hash> <µs to the next
@@ -235,7 +256,7 @@ func (r *Redis) heardOutage(payload string) bool {
 	o := r.outageOf(hash)
 	now := r.now()
 	r.outs.mu.Lock()
-	o.down, o.next = down, now+w*1000
+	o.down, o.next, o.turn = down, now+w*1000, 0
 	o.heard++
 	r.outs.mu.Unlock()
 	return true

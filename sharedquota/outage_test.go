@@ -3,6 +3,7 @@ package sharedquota
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -21,6 +22,7 @@ type fleetOutage struct {
 	ok, failed         int           // answers the callers got
 	elapsed, resume    time.Duration // from the first request to the last answer; from the outage's end to the first success after it
 	roundTrips, during int64         // Redis round trips: in all; during the outage
+	sends              []string      // the attempts sent during the outage: process and time
 }
 
 // runFleetOutage sends n GETs from procs Transports, each with workers
@@ -32,9 +34,11 @@ func runFleetOutage(tb testing.TB, addr string, shape fakeserver.OutageShape, pr
 	tb.Helper()
 	const rate, burst = 100, 10
 	var (
-		mu      sync.Mutex
-		resumed time.Time
-		downTo  time.Time
+		mu       sync.Mutex
+		resumed  time.Time
+		from, to time.Time
+		downTo   time.Time
+		res      fleetOutage
 	)
 	fs, err := fakeserver.Start(fakeserver.Config{
 		Limit: rate, Window: time.Second, Burst: burst,
@@ -75,7 +79,17 @@ func runFleetOutage(tb testing.TB, addr string, shape fakeserver.OutageShape, pr
 		}
 		base := &http.Transport{ResponseHeaderTimeout: 200 * time.Millisecond, MaxIdleConnsPerHost: 2 * workers}
 		defer base.CloseIdleConnections()
-		clients[i] = &http.Client{Transport: headway.New(base, opts...)}
+		id := i
+		logged := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			now := time.Now()
+			mu.Lock()
+			if !from.IsZero() && !now.Before(from) && now.Before(downTo) {
+				res.sends = append(res.sends, fmt.Sprintf("p%d@%dms", id, now.Sub(from).Milliseconds()))
+			}
+			mu.Unlock()
+			return base.RoundTrip(req)
+		})
+		clients[i] = &http.Client{Transport: headway.New(logged, opts...)}
 	}
 	trips := func() (s int64) {
 		for _, q := range quotas {
@@ -84,14 +98,13 @@ func runFleetOutage(tb testing.TB, addr string, shape fakeserver.OutageShape, pr
 		return s
 	}
 	start := time.Now()
-	from, to := start.Add(time.Second), start.Add(4*time.Second)
 	mu.Lock()
+	from, to = start.Add(time.Second), start.Add(4*time.Second)
 	downTo = to
 	mu.Unlock()
 	fs.Server.SetOutage(from, to)
 	var (
 		next     atomic.Int64
-		res      fleetOutage
 		last     time.Time
 		wg       sync.WaitGroup
 		tripsAt0 atomic.Int64
@@ -153,12 +166,17 @@ func BenchmarkFleetOutage(b *testing.B) {
 				b.ReportMetric(float64(r.resume.Milliseconds()), "resume-ms")
 				b.ReportMetric(float64(r.roundTrips), "redis-trips")
 				b.ReportMetric(float64(r.during), "redis-trips-in-outage")
+				b.Logf("%s: %d into the outage: %v", sh.name, r.into, r.sends)
 			}
 		})
 	}
 }
 
 var noProbes = flag.Bool("no-shared-probes", false, "BenchmarkFleetOutage: share the quota, not the probes")
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // quotaOnly is a shared quota without its probes: what a fleet did before
 // it shared them.
@@ -188,9 +206,9 @@ func TestProbeTurnIsShared(t *testing.T) {
 	if down, _ := b.HostState("k"); down {
 		t.Fatal("down before any report")
 	}
-	w, err := a.HostDown(ctx, "k", 2*time.Millisecond, 4*time.Millisecond)
-	if err != nil || w <= 0 || w > 3*time.Millisecond {
-		t.Fatalf("HostDown: %v, %v; want a first probe within 2 ms ±25%%", w, err)
+	w, err := a.HostDown(ctx, "k", 20*time.Millisecond, 40*time.Millisecond)
+	if err != nil || w <= 0 || w > 25*time.Millisecond {
+		t.Fatalf("HostDown: %v, %v; want a first probe within 20 ms ±25%%", w, err)
 	}
 	waitFor(t, 10*time.Second, func() bool { down, _ := b.HostState("k"); return down })
 	// A second report, not from the holder of a turn, changes nothing.
@@ -205,14 +223,26 @@ func TestProbeTurnIsShared(t *testing.T) {
 	if turnB, err = b.ProbeTurn(ctx, "k"); err != nil || turnB <= 0 || turnB > probeLease {
 		t.Fatalf("b got the turn a holds: %v, %v", turnB, err)
 	}
+	// b knows a holds the turn: it asks Redis no more until it ends.
+	trips := b.Stats().RoundTrips
+	if turnB, err = b.ProbeTurn(ctx, "k"); err != nil || turnB <= 0 || b.Stats().RoundTrips != trips {
+		t.Fatalf("b asked again while a held the turn: %v, %v, %d round trips", turnB, err, b.Stats().RoundTrips-trips)
+	}
 	ok := outageKey(a.state("k").hashKey)
 	if ttl := a.c.(*redis.Client).PTTL(ctx, ok).Val(); ttl <= 0 || ttl > probeLease+2*time.Second {
 		t.Fatalf("the outage record's TTL is %v: want one bounded by the turn and the margin", ttl)
 	}
 	// The holder's probe failed: the next one is twice the interval on.
-	if w, err = a.HostDown(ctx, "k", 2*time.Millisecond, 4*time.Millisecond); err != nil || w < 3*time.Millisecond-time.Millisecond/2 || w > 5*time.Millisecond {
-		t.Fatalf("HostDown of the holder: %v, %v; want the next probe 4 ms ±25%% on", w, err)
+	// The holder's probe failed: the next one is 40 ms on in the
+	// schedule, ±10 ms, and at least 20 ms from now.
+	if w, err = a.HostDown(ctx, "k", 20*time.Millisecond, 40*time.Millisecond); err != nil || w < 10*time.Millisecond || w > 50*time.Millisecond {
+		t.Fatalf("HostDown of the holder: %v, %v; want the next probe 40 ms on ±25%%", w, err)
 	}
+	// b hears the turn is over: it waits for the next probe.
+	waitFor(t, 10*time.Second, func() bool {
+		w2, err := b.ProbeTurn(ctx, "k")
+		return err == nil && w2 > 0 && w2 <= w
+	})
 	if err := b.HostUp(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,11 @@ type keyState struct {
 	checked  atomic.Int64 // monotonic ns: when PausedFor last asked Redis
 	learned  atomic.Pointer[learnedPolicy]
 	capSeen  atomic.Int64 // the most the server said was left, plus one; 0: none said
-	health   health       // of this key's hash: a WRONGTYPE fails it alone
+	// firstLearn is closed when this process's first policy for the key
+	// is shared (nil when none is on its way): until then a reservation
+	// without limits waits for it (see learnPolicy).
+	firstLearn atomic.Pointer[chan struct{}]
+	health     health // of this key's hash: a WRONGTYPE fails it alone
 
 	mu         sync.Mutex
 	pauseUntil int64 // monotonic ns: the last pause this process knows of
@@ -228,6 +232,17 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 	within = min(max(within, 0), r.cfg.maxWait)
 	withinUs := int64(within / time.Microsecond)
 	ks := r.state(key)
+	if f := ks.firstLearn.Load(); f != nil && len(limits) == 0 {
+		// The policy this process just read is on its way to Redis: a
+		// request reserved before it lands would go unpaced.
+		tm := time.NewTimer(r.cfg.timeout)
+		select {
+		case <-*f:
+		case <-tm.C:
+		case <-ctx.Done():
+		}
+		tm.Stop()
+	}
 	if r.cfg.leaseSize > 1 && oneUnit(limits, cost) {
 		return r.reserveLease(ctx, ks, limits, within)
 	}

@@ -286,9 +286,9 @@ return math.max(pause - now, 0)
 //
 // A policy that starts (none held) starts from what the server said was
 // left, ARGV[6] (-1: not said): the requests that went before it was known
-// were spent, and each of the other ARGV[7]-1 processes may have one in
+// were spent, and each of ARGV[7]-1 other processes may have one in
 // flight. So the policy's TAT starts no earlier than to leave
-// ARGV[6]-ARGV[7] requests at once. It returns 1.
+// ARGV[6]-ARGV[7] requests at once (one kept in reserve). It returns 1.
 //
 // KEYS[1]: the quota's hash; ARGV[4]: the margin of the TTL, in µs;
 // ARGV[5]: the cap on waits, in µs.
@@ -352,13 +352,17 @@ return n
 // The outage scripts keep a key's outage, as the fleet knows it, in a
 // hash of its own beside the quota's (the same hash tag: the same slot):
 // field "next", the instant the next probe may go (µs of Redis's clock);
-// "iv", the last interval between probes, unjittered (µs); "own", the
-// process holding the probe turn; "ou", the instant its turn ends (µs).
-// Every value is checked as the quota's are: one that is not a number, is
-// negative, NaN or further ahead than a process writes makes the record
-// read as absent (no outage), and the next report writes it anew. The
-// record expires a margin after its next probe, or after the turn held,
-// whichever is later: a fleet that stops reporting leaves no outage behind.
+// "nom", the instant it would go without jitter; "iv", the interval that
+// led to it, unjittered (µs); "own", the process holding the probe turn;
+// "ou", the instant its turn ends (µs). The probes keep to a schedule that
+// grows from the first failure (nom moves by iv, which doubles up to the
+// cap), and each is jittered around it: jitter does not add up over the
+// probes. Every value is checked as the quota's are: one that is not a
+// number, is negative, NaN or further ahead than a process writes makes
+// the record read as absent (no outage), and the next report writes it
+// anew. The record expires a margin after its next probe, or after the
+// turn held, whichever is later: a fleet that stops reporting leaves no
+// outage behind.
 //
 // Changes are published on the quota's channel as "o <hash> <µs to the
 // next probe>" and "o <hash> up", which processes without outage support
@@ -366,31 +370,34 @@ return n
 
 // outageDownScript records that the host of a quota is down, as one
 // process found, and returns the wait until the next probe, in µs. With no
-// outage on, it starts one, the first probe due ARGV[2]·jitter µs from now.
-// From the process that holds the turn (ARGV[1]), it ends the turn and puts
-// the next probe twice the last interval on, up to ARGV[3], jittered. From
-// any other process it changes nothing.
+// outage on, it starts one, the first probe due ARGV[2] µs from now,
+// jittered. From the process that holds the turn (ARGV[1]), it ends the
+// turn and puts the next probe twice the last interval on, up to ARGV[3],
+// jittered. From any other process it changes nothing.
 //
 // KEYS[1]: the outage hash; ARGV[1]: the process; ARGV[2]: the first
 // interval, µs; ARGV[3]: the longest, µs; ARGV[4]: the jitter, in
-// thousandths (750 to 1250); ARGV[5]: the margin of the TTL, ms; ARGV[6]:
-// the channel; ARGV[7]: the name published.
+// thousandths of the interval (-250 to 250); ARGV[5]: the margin of the
+// TTL, ms; ARGV[6]: the channel; ARGV[7]: the name published.
 var outageDownScript = redis.NewScript(prelude + `
 local initial, most, jit = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]) / 1000
-local v = redis.call('HMGET', KEYS[1], 'next', 'iv', 'own', 'ou')
+local v = redis.call('HMGET', KEYS[1], 'next', 'iv', 'own', 'ou', 'nom')
 local nxt = valid(v[1], now + 2 * most)
 local iv = valid(v[2], most)
 local ou = valid(v[4], now + 2 * most)
-if nxt and iv then
+local nom = valid(v[5], now + 2 * most)
+if nxt and iv and nom then
   if v[3] ~= ARGV[1] or not ou or ou <= now then
     return math.max(nxt - now, 0)
   end
   iv = math.min(math.max(2 * iv, initial), most)
+  nom = math.max(nom + iv, now + iv / 2)
 else
   iv = initial
+  nom = now + iv
 end
-nxt = now + math.max(math.floor(iv * jit), 1)
-redis.call('HSET', KEYS[1], 'next', string.format('%d', nxt), 'iv', string.format('%d', iv), 'own', '', 'ou', '0')
+nxt = math.max(math.floor(nom + iv * jit), now + 1)
+redis.call('HSET', KEYS[1], 'next', string.format('%d', nxt), 'nom', string.format('%d', nom), 'iv', string.format('%d', iv), 'own', '', 'ou', '0')
 redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil((nxt - now) / 1000) + tonumber(ARGV[5])))
 redis.call('PUBLISH', ARGV[6], 'o ' .. ARGV[7] .. ' ' .. string.format('%d', nxt - now))
 return nxt - now
@@ -398,20 +405,20 @@ return nxt - now
 
 // probeTurnScript gives the turn to probe a quota's host that is down to
 // process ARGV[1], for ARGV[2] µs at most, when the next probe is due and
-// no other process holds the turn. It returns {wait in µs, 1}: a wait of 0
-// when the turn is given, or until the next probe is due or the turn held
-// ends; {0, 0} when no outage is on.
+// no other process holds the turn. It returns {0, 1} when it gives the
+// turn; {wait in µs, 1} until the next probe is due; {wait in µs, 2} until
+// the turn another process holds ends; {0, 0} when no outage is on.
 //
 // KEYS[1]: the outage hash; ARGV[3]: the longest interval, µs; ARGV[4]:
 // the margin of the TTL, ms.
 var probeTurnScript = redis.NewScript(prelude + `
 local lease, most = tonumber(ARGV[2]), tonumber(ARGV[3])
-local v = redis.call('HMGET', KEYS[1], 'next', 'iv', 'own', 'ou')
+local v = redis.call('HMGET', KEYS[1], 'next', 'iv', 'own', 'ou', 'nom')
 local nxt = valid(v[1], now + 2 * most)
-if not nxt or not valid(v[2], most) then return {0, 0} end
+if not nxt or not valid(v[2], most) or not valid(v[5], now + 2 * most) then return {0, 0} end
 if nxt > now then return {nxt - now, 1} end
 local ou = valid(v[4], now + 2 * most)
-if ou and ou > now and v[3] ~= '' and v[3] ~= ARGV[1] then return {ou - now, 1} end
+if ou and ou > now and v[3] ~= '' and v[3] ~= ARGV[1] then return {ou - now, 2} end
 redis.call('HSET', KEYS[1], 'own', ARGV[1], 'ou', string.format('%d', now + lease))
 redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil(lease / 1000) + tonumber(ARGV[4])))
 return {0, 1}
