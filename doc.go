@@ -119,8 +119,9 @@
 // [WithSharedQuota] shares each key's quota and pauses across processes
 // (package sharedquota implements it over Redis), and, through the optional
 // [SharedPauseChecker] and [SharedLearner], holds requests already reserved
-// when a pause comes and shares what responses say. A [Preset] such as
-// [GitHub] or [OpenAI] configures a well-known API in one option.
+// when a pause comes and shares what responses say. A [Preset] configures
+// an API in one option: its limits, its key and its host; package preset
+// has those of well-known APIs, such as preset.GitHub and preset.OpenAI.
 //
 // # Outages
 //

@@ -71,7 +71,9 @@ func TestTransportContention(t *testing.T) {
 			return 0, nil, "{}"
 		}}
 		var hc hookCounts
-		tr := New(base, StripeTest(), hc.option())
+		// preset.StripeTest's limit and key.
+		stripe := Preset{Name: "stripe-test", Host: "api.stripe.com", Limits: []Limit{PerSecond(25).WithBurst(5)}, Key: KeyByHeader("Authorization")}
+		tr := New(base, stripe, hc.option())
 		defer tr.CloseIdleConnections()
 		status, _ := timedGet(t, tr, "https://api.stripe.com/v1/payment_intents/pi_1")
 		assert.Equal(t, 200, status, "retried")
@@ -98,7 +100,8 @@ func TestTransportPerIssueWrite(t *testing.T) {
 			}
 			return 0, nil, ""
 		}}
-		tr := New(base, Jira("acme.atlassian.net"))
+		// preset.Jira has no limits; its key is one for both issues, as here.
+		tr := New(base)
 		defer tr.CloseIdleConnections()
 		var wg sync.WaitGroup
 		var first time.Duration
@@ -152,7 +155,8 @@ func TestTransportRetryInfo(t *testing.T) {
 			}
 			return 0, nil, "{}"
 		}}
-		tr := New(base, Gemini(600, 1_000_000))
+		// preset.Gemini(600, 1_000_000)'s limits.
+		tr := New(base, WithLimit(PerMinute(600).WithBurst(10).Requests(), PerMinute(1_000_000).WithBurst(1_000_000)))
 		defer tr.CloseIdleConnections()
 		status, took := timedGet(t, tr, "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent")
 		assert.Equal(t, 200, status)

@@ -218,3 +218,25 @@ func TestLearnedPolicyStartsFromWhatIsLeft(t *testing.T) {
 		t.Fatalf("%d reservations at once, want 5 of the 9 left", now)
 	}
 }
+
+// TestReserveWaitsForTheFirstPolicy: while this process's first policy for
+// a key is on its way to Redis, a reservation without limits waits for it
+// rather than leave unpaced (the answer that carried the policy let the
+// request go before Learn reached Redis).
+func TestReserveWaitsForTheFirstPolicy(t *testing.T) {
+	a := newQuota(t, newClient(t, redisAddr(t)))
+	ks := a.state("k")
+	flight := make(chan struct{})
+	ks.firstLearn.Store(&flight) // as learnPolicy does before its round trip
+	got := make(chan time.Duration, 1)
+	go func() { got <- reserve(t, a, "k", 1) }()
+	// The server said nothing is left: the policy starts empty.
+	sig := ratelimitheader.Signal{HasRemaining: true, Remaining: 0, Limit: 10, Period: time.Second}
+	if err := a.Learn(context.Background(), "k", sig); err != nil {
+		t.Fatal(err)
+	}
+	close(flight)
+	if d := <-got; d <= 0 {
+		t.Fatalf("a reservation made while the policy was on its way waited %v, want the policy's wait", d)
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/headway-go/headway"
 	"github.com/headway-go/headway/fakeserver"
+	"github.com/headway-go/headway/preset"
 )
 
 // newGitHubServer is a fake api.github.com: 5,000 requests a fixed hour
@@ -72,7 +73,7 @@ func checkGitHub(t *testing.T, srv *fakeserver.Server, took time.Duration, n int
 func TestGitHubAuthToken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newGitHubServer()
-		tr := headway.New(srv.Transport(), headway.GitHub())
+		tr := headway.New(srv.Transport(), preset.GitHub())
 		defer tr.CloseIdleConnections()
 		var clients [2]*github.Client
 		for i := range clients {
@@ -100,7 +101,7 @@ func TestGitHubAuthToken(t *testing.T) {
 func TestGitHubOAuth2(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newGitHubServer()
-		tr := headway.New(srv.Transport(), headway.GitHub())
+		tr := headway.New(srv.Transport(), preset.GitHub())
 		defer tr.CloseIdleConnections()
 		const n = 50
 		var wg sync.WaitGroup

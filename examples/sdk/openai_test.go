@@ -13,6 +13,7 @@ import (
 
 	"github.com/headway-go/headway"
 	"github.com/headway-go/headway/fakeserver"
+	"github.com/headway-go/headway/preset"
 )
 
 // completion is the answer of the fake chat completions endpoint.
@@ -38,7 +39,7 @@ func TestOpenAI(t *testing.T) {
 				w.Write([]byte(completion))
 			}),
 		})
-		tr := headway.New(srv.Transport(), headway.OpenAI(600, 10_000))
+		tr := headway.New(srv.Transport(), preset.OpenAI(600, 10_000))
 		defer tr.CloseIdleConnections()
 		client := openai.NewClient(
 			option.WithHTTPClient(&http.Client{Transport: tr}),

@@ -1,9 +1,11 @@
-package headway
+package preset
 
 import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/headway-go/headway"
 )
 
 // Gemini returns the Preset of the Gemini API
@@ -15,7 +17,7 @@ import (
 // 2025 Gemini 2.5 Flash allowed 10 RPM and 250,000 TPM on the free tier,
 // 1,000 RPM and 1,000,000 TPM on Tier 1.
 //
-// The token limit is spent by a request's cost: set it with WithCost to
+// The token limit is spent by a request's cost: set it with [headway.WithCost] to
 // the request's input tokens. Without it a request costs 1 token, and only
 // the request limit paces. Requests come in bursts of a second's worth
 // (rpm/60, at least 1). Limits are per project and model: keys of one
@@ -26,13 +28,13 @@ import (
 // figures panic in New if not positive.
 //
 // Source: ai.google.dev/gemini-api/docs/rate-limits, as published in 2025.
-func Gemini(rpm, tpm int) Preset {
-	return Preset{
+func Gemini(rpm, tpm int) headway.Preset {
+	return headway.Preset{
 		Name: "gemini",
 		Host: "generativelanguage.googleapis.com",
-		Limits: []Limit{
-			PerMinute(rpm).WithBurst(max(rpm/60, 1)).Requests(),
-			PerMinute(tpm).WithBurst(tpm),
+		Limits: []headway.Limit{
+			headway.PerMinute(rpm).WithBurst(max(rpm/60, 1)).Requests(),
+			headway.PerMinute(tpm).WithBurst(tpm),
 		},
 		Key: keyGemini,
 	}
@@ -65,7 +67,7 @@ func keyGemini(req *http.Request) string {
 // Azure evaluates these over short spans (1 or 10 s), so requests come in
 // bursts of a second's worth (rpm/60, at least 1) and tokens in bursts of
 // ten seconds' worth (tpm/6): a request may cost up to tpm/6 tokens; more
-// fails with ErrCostTooLarge. Set a request's cost with WithCost to what
+// fails with [headway.ErrCostTooLarge]. Set a request's cost with [headway.WithCost] to what
 // Azure counts when it arrives: the larger of its max_tokens and its
 // estimate of the prompt's tokens. Some models grant requests in another
 // ratio: copy the Preset and change Limits. Azure's 429s carry
@@ -75,17 +77,17 @@ func keyGemini(req *http.Request) string {
 //
 // Source: learn.microsoft.com/azure/ai-foundry/openai/quotas-limits and
 // "Manage Azure OpenAI Service quota", as published in 2025.
-func AzureOpenAI(host string, tpm int) Preset {
+func AzureOpenAI(host string, tpm int) headway.Preset {
 	rpm := tpm * 6 / 1000
 	if tpm > 0 {
 		rpm = max(rpm, 1)
 	}
-	return Preset{
+	return headway.Preset{
 		Name: "azure-openai",
 		Host: host,
-		Limits: []Limit{
-			PerMinute(rpm).WithBurst(max(rpm/60, 1)).Requests(),
-			PerMinute(tpm).WithBurst(tpm / 6),
+		Limits: []headway.Limit{
+			headway.PerMinute(rpm).WithBurst(max(rpm/60, 1)).Requests(),
+			headway.PerMinute(tpm).WithBurst(tpm / 6),
 		},
 		Key: keyAzureOpenAI,
 	}
@@ -127,12 +129,12 @@ func keyAzureOpenAI(req *http.Request) string {
 //
 // Source: developers.hubspot.com/docs/guides/apps/api-usage/usage-details,
 // as published in 2025.
-func HubSpot(per10s, perDay int) Preset {
-	limits := []Limit{Per(per10s, 10*time.Second)}
+func HubSpot(per10s, perDay int) headway.Preset {
+	limits := []headway.Limit{headway.Per(per10s, 10*time.Second)}
 	if perDay > 0 {
-		limits = append(limits, Per(perDay, 24*time.Hour))
+		limits = append(limits, headway.Per(perDay, 24*time.Hour))
 	}
-	return Preset{
+	return headway.Preset{
 		Name:   "hubspot",
 		Host:   "api.hubapi.com",
 		Limits: limits,
@@ -143,7 +145,7 @@ func HubSpot(per10s, perDay int) Preset {
 			}
 			return k
 		},
-		routes: []routeLimit{{match: isHubSpotSearch, limits: append([]Limit{PerSecond(5)}, limits...)}},
+		Routes: []headway.Route{{Match: isHubSpotSearch, Limits: append([]headway.Limit{headway.PerSecond(5)}, limits...)}},
 	}
 }
 
@@ -164,18 +166,18 @@ func isHubSpotSearch(req *http.Request) bool { return strings.HasSuffix(req.URL.
 //
 // Salesforce also allows at most 25 long-running requests (20 s or more)
 // at once in a production org (5 in a Developer Edition); a program that
-// sends long requests should bound them with WithMaxInFlight. Salesforce
+// sends long requests should bound them with [headway.WithMaxInFlight]. Salesforce
 // panics in New if perDay is not positive.
 //
 // Source: developer.salesforce.com, "Salesforce Developer Limits and
 // Allocations Quick Reference", API Request Limits and Allocations, as
 // published in 2025.
-func Salesforce(host string, perDay int) Preset {
-	return Preset{
+func Salesforce(host string, perDay int) headway.Preset {
+	return headway.Preset{
 		Name:   "salesforce",
 		Host:   host,
-		Limits: []Limit{Per(perDay, 24*time.Hour)},
-		Key:    KeyByHeader("Authorization"),
+		Limits: []headway.Limit{headway.Per(perDay, 24*time.Hour)},
+		Key:    headway.KeyByHeader("Authorization"),
 	}
 }
 
@@ -191,11 +193,11 @@ func Salesforce(host string, perDay int) Preset {
 //
 // Source: developers.cloudflare.com/fundamentals/api/reference/limits, as
 // published in 2025.
-func Cloudflare() Preset {
-	return Preset{
+func Cloudflare() headway.Preset {
+	return headway.Preset{
 		Name:   "cloudflare",
 		Host:   "api.cloudflare.com",
-		Limits: []Limit{Per(1200, 5*time.Minute)},
+		Limits: []headway.Limit{headway.Per(1200, 5*time.Minute)},
 		Key:    keyByToken("Authorization", "X-Auth-Key"),
 	}
 }
@@ -218,8 +220,8 @@ func Cloudflare() Preset {
 //
 // Source: developer.atlassian.com/cloud/jira/platform/rate-limiting and
 // "Build an app that respects rate limits", as published in 2026.
-func Jira(host string) Preset {
-	return Preset{
+func Jira(host string) headway.Preset {
+	return headway.Preset{
 		Name: "jira",
 		Host: host,
 		Key: func(req *http.Request) string {

@@ -1,4 +1,4 @@
-package headway
+package preset
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/headway-go/headway"
 	"github.com/headway-go/headway/fakeserver"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -44,7 +45,7 @@ func TestPresetGitHubWrites(t *testing.T) {
 			}
 			return reads.Transport()
 		}), func(r *http.Request) string { return r.Method })
-		tr := New(rec, GitHub())
+		tr := headway.New(rec, GitHub())
 		sendN(t, tr, 8, 1200, func(i int) *http.Request {
 			if i%2 == 0 {
 				return newReq(http.MethodPost, fmt.Sprintf("https://api.github.com/repos/o/r/issues/%d/comments", i), "Authorization", "Bearer a")
@@ -57,14 +58,14 @@ func TestPresetGitHubWrites(t *testing.T) {
 		assert.LessOrEqual(t, writes.PeakRate(time.Hour), 500)
 		w := rec.times(http.MethodPost)
 		require.Len(t, w, 600)
-		checkPace(t, w, PerHour(500))
-		checkSpan(t, w, PerHour(500))
-		checkPace(t, rec.times(http.MethodGet), PerHour(5000))
+		checkPace(t, w, headway.PerHour(500))
+		checkSpan(t, w, headway.PerHour(500))
+		checkPace(t, rec.times(http.MethodGet), headway.PerHour(5000))
 	})
 }
 
 func TestPresetGitHubSearches(t *testing.T) {
-	for name, presets := range map[string][]Option{
+	for name, presets := range map[string][]headway.Option{
 		"GitHub": {GitHub()}, "GitHub+GitHubSearch": {GitHub(), GitHubSearch()}, "GitHubSearch": {GitHubSearch()},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -86,7 +87,7 @@ func TestPresetGitHubSearches(t *testing.T) {
 					}
 					return search.Transport()
 				}), resource)
-				tr := New(rec, presets...)
+				tr := headway.New(rec, presets...)
 				sendN(t, tr, 32, 120, func(i int) *http.Request {
 					if i%4 == 0 {
 						return newGet(fmt.Sprintf("https://api.github.com/search/code?q=%d", i), "Authorization", "Bearer a")
@@ -95,9 +96,9 @@ func TestPresetGitHubSearches(t *testing.T) {
 				})
 				checkServer(t, code)
 				checkServer(t, search)
-				checkPace(t, rec.times("code_search"), PerMinute(10))
-				checkSpan(t, rec.times("code_search"), PerMinute(10))
-				checkPace(t, rec.times("search"), PerMinute(30))
+				checkPace(t, rec.times("code_search"), headway.PerMinute(10))
+				checkSpan(t, rec.times("code_search"), headway.PerMinute(10))
+				checkPace(t, rec.times("search"), headway.PerMinute(30))
 			})
 		})
 	}
@@ -117,12 +118,12 @@ func TestPresetGitHubInstallationTokens(t *testing.T) {
 		srv := fakeserver.New(fakeserver.Config{Algorithm: fakeserver.FixedWindow, Limit: 5000, Window: time.Hour,
 			Dialect: fakeserver.GitHub{}, Key: constKey})
 		rec := newSendRecorder(srv.Transport(), byHost)
-		tr := New(rec, GitHub())
+		tr := headway.New(rec, GitHub())
 		sendN(t, tr, 8, 300, func(i int) *http.Request {
 			return newGet("https://api.github.com/installation/repositories", "Authorization", fmt.Sprintf("Bearer ghs_%d", i/50))
 		})
 		checkServer(t, srv)
-		checkPace(t, rec.times("api.github.com"), PerHour(5000))
+		checkPace(t, rec.times("api.github.com"), headway.PerHour(5000))
 	})
 }
 
@@ -142,12 +143,12 @@ func TestPresetGitHubEnterprise(t *testing.T) {
 		srv := fakeserver.New(fakeserver.Config{Algorithm: fakeserver.FixedWindow, Limit: 10, Window: time.Minute,
 			Dialect: fakeserver.GitHub{Resource: "code_search"}, Key: fakeserver.KeyByHeader("Authorization")})
 		rec := newSendRecorder(srv.Transport(), byHost)
-		tr := New(rec, p)
+		tr := headway.New(rec, p)
 		sendN(t, tr, 4, 40, func(i int) *http.Request {
 			return newGet(fmt.Sprintf("https://github.example.com/api/v3/search/code?q=%d", i), "Authorization", "Bearer a")
 		})
 		checkServer(t, srv)
-		checkPace(t, rec.times("github.example.com"), PerMinute(10))
+		checkPace(t, rec.times("github.example.com"), headway.PerMinute(10))
 	})
 }
 
@@ -159,7 +160,7 @@ func TestPresetGemini(t *testing.T) {
 		model := func(r *http.Request) string { return keyGemini(r) }
 		srv := fakeserver.New(fakeserver.Config{Limit: 60, Window: time.Minute, Burst: 1, Dialect: fakeserver.Gemini{}, Key: model})
 		rec := newSendRecorder(srv.Transport(), model)
-		tr := New(rec, p)
+		tr := headway.New(rec, p)
 		models := []string{"gemini-2.5-flash", "gemini-2.5-pro"}
 		sendN(t, tr, 8, 240, func(i int) *http.Request {
 			url := fmt.Sprintf("https://generativelanguage.googleapis.com/v1beta/models/%s:generateContent", models[i%2])
@@ -184,7 +185,7 @@ func TestPresetAzureOpenAI(t *testing.T) {
 		srv := fakeserver.New(fakeserver.Config{Limit: 600, Window: time.Minute, Burst: 10,
 			Dialect: fakeserver.AzureOpenAI{}, Key: keyAzureOpenAI})
 		rec := newSendRecorder(srv.Transport(), keyAzureOpenAI)
-		tr := New(rec, p)
+		tr := headway.New(rec, p)
 		sendN(t, tr, 8, 1200, func(i int) *http.Request {
 			url := fmt.Sprintf("https://contoso.openai.azure.com/openai/deployments/d%d/chat/completions?api-version=2024-10-21", i%2)
 			if i%4 >= 2 {
@@ -218,7 +219,7 @@ func TestPresetHubSpot(t *testing.T) {
 			}
 			return all.Transport()
 		}), func(r *http.Request) string { return fmt.Sprint(isHubSpotSearch(r)) })
-		tr := New(rec, p)
+		tr := headway.New(rec, p)
 		sendN(t, tr, 32, 600, func(i int) *http.Request {
 			if i%3 == 0 {
 				return newReq(http.MethodPost, "https://api.hubapi.com/crm/v3/objects/contacts/search", "Authorization", "Bearer pat")
@@ -227,7 +228,7 @@ func TestPresetHubSpot(t *testing.T) {
 		})
 		checkServer(t, search)
 		checkServer(t, all)
-		checkPace(t, rec.times("true"), PerSecond(5))
+		checkPace(t, rec.times("true"), headway.PerSecond(5))
 		checkPace(t, rec.times("false"), p.Limits[0])
 		checkSpan(t, rec.times("false"), p.Limits[0])
 	})
@@ -243,7 +244,7 @@ func TestPresetSalesforce(t *testing.T) {
 		srv := fakeserver.New(fakeserver.Config{Algorithm: fakeserver.SlidingWindow, Limit: 15_000, Window: 24 * time.Hour,
 			Dialect: fakeserver.Salesforce{}, Key: constKey})
 		rec := newSendRecorder(srv.Transport(), byHost)
-		tr := New(rec, p)
+		tr := headway.New(rec, p)
 		sendN(t, tr, 8, 300, func(i int) *http.Request {
 			return newGet(fmt.Sprintf("https://acme.my.salesforce.com/services/data/v62.0/sobjects/Account/%d", i), "Authorization", "Bearer 00D")
 		})
@@ -261,7 +262,7 @@ func TestPresetCloudflare(t *testing.T) {
 		srv := fakeserver.New(fakeserver.Config{Algorithm: fakeserver.SlidingWindow, Limit: 1200, Window: 5 * time.Minute,
 			Dialect: fakeserver.RetryAfterSeconds{}, Key: fakeserver.KeyByHeader("Authorization")})
 		rec := newSendRecorder(srv.Transport(), byHost)
-		tr := New(rec, p)
+		tr := headway.New(rec, p)
 		sendN(t, tr, 8, 1500, func(i int) *http.Request {
 			return newGet(fmt.Sprintf("https://api.cloudflare.com/client/v4/zones/%d/dns_records", i), "Authorization", "Bearer cf")
 		})
@@ -282,7 +283,7 @@ func TestPresetJira(t *testing.T) {
 		endpoint := func(r *http.Request) string { return r.URL.Host + " " + r.Method + " " + jiraEndpoint(r.URL.Path) }
 		srv := fakeserver.New(fakeserver.Config{Limit: 10, Burst: 10, Dialect: fakeserver.Atlassian{}, Key: endpoint})
 		rec := newSendRecorder(srv.Transport(), endpoint)
-		tr := New(rec, p)
+		tr := headway.New(rec, p)
 		sendN(t, tr, 8, 400, func(i int) *http.Request {
 			site := []string{"acme", "globex"}[i%2]
 			return newGet(fmt.Sprintf("https://%s.atlassian.net/rest/api/3/issue/ABC-%d", site, i), "Authorization", "Basic x")
@@ -307,7 +308,7 @@ func TestPresetShopifyShops(t *testing.T) {
 			}
 			return std.Transport()
 		}), shop)
-		tr := New(rec, ShopifyREST("*.myshopify.com", ShopifyStandard), ShopifyREST("big.myshopify.com", ShopifyPlus))
+		tr := headway.New(rec, ShopifyREST("*.myshopify.com", ShopifyStandard), ShopifyREST("big.myshopify.com", ShopifyPlus))
 		shops := []string{"a", "b", "big"}
 		send := func(shops []string, n int) {
 			sendN(t, tr, 8, n, func(i int) *http.Request {
@@ -319,10 +320,10 @@ func TestPresetShopifyShops(t *testing.T) {
 		checkServer(t, std)
 		checkServer(t, plus)
 		for _, s := range shops[:2] {
-			checkPace(t, rec.times(s+".myshopify.com"), PerSecond(2).WithBurst(40))
+			checkPace(t, rec.times(s+".myshopify.com"), headway.PerSecond(2).WithBurst(40))
 		}
 		big := rec.times("big.myshopify.com")
-		checkPace(t, big, PerSecond(20).WithBurst(400))
+		checkPace(t, big, headway.PerSecond(20).WithBurst(400))
 		assert.Less(t, big[len(big)-1].Sub(big[0]), time.Second, "the Plus store is not held to the standard plan")
 	})
 }
