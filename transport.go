@@ -379,7 +379,10 @@ var noDone = func(outcome) {}
 // queue for a slot, which it writes to s. The slot's done must be called
 // with the outcome of the request, which is sent at once.
 func (t *Transport) admit(ctx context.Context, key string, req *http.Request, cost int64, front bool, s *slot) error {
-	queued := time.Now()
+	var queued time.Time // read only by the shared quota: no clock read without one
+	if t.cfg.shared != nil {
+		queued = time.Now()
+	}
 	for {
 		k := t.keys.get(key, t, req)
 		done := noDone
@@ -479,7 +482,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // go. A response that says nothing costs no lock.
 func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, route string, resp *http.Response) (ratelimitheader.Signal, outageVerdict) {
 	if !t.parser.Relevant(resp.StatusCode, resp.Header) {
-		if k.host.wantDates.Load() {
+		if k.host.wantDates.Load() && len(resp.Header["Date"]) > 0 {
 			t.observeDate(k, dep, resp, t.now()) // until the offset is known well
 		}
 		sig := ratelimitheader.Signal{}
