@@ -33,7 +33,7 @@ func Gemini(rpm, tpm int) headway.Preset {
 		Name: "gemini",
 		Host: "generativelanguage.googleapis.com",
 		Limits: []headway.Limit{
-			headway.PerMinute(rpm).WithBurst(max(rpm/60, 1)).Requests(),
+			requestsPerMinute(rpm),
 			headway.PerMinute(tpm).WithBurst(tpm),
 		},
 		Key: keyGemini,
@@ -86,7 +86,7 @@ func AzureOpenAI(host string, tpm int) headway.Preset {
 		Name: "azure-openai",
 		Host: host,
 		Limits: []headway.Limit{
-			headway.PerMinute(rpm).WithBurst(max(rpm/60, 1)).Requests(),
+			requestsPerMinute(rpm),
 			headway.PerMinute(tpm).WithBurst(tpm / 6),
 		},
 		Key: keyAzureOpenAI,

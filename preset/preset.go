@@ -371,6 +371,13 @@ func discordRoute(path string) string {
 	return b.String()
 }
 
+// requestsPerMinute is the request limit of the per-minute APIs (OpenAI,
+// Azure OpenAI, Anthropic, Gemini): rpm a minute in bursts of a second's
+// worth, at least 1, counting requests whatever their cost.
+func requestsPerMinute(rpm int) headway.Limit {
+	return headway.PerMinute(rpm).WithBurst(max(rpm/60, 1)).Requests()
+}
+
 func allDigits(s string) bool {
 	if s == "" {
 		return false
@@ -448,7 +455,7 @@ func OpenAI(rpm, tpm int) headway.Preset {
 		Name: "openai",
 		Host: "api.openai.com",
 		Limits: []headway.Limit{
-			headway.PerMinute(rpm).WithBurst(max(rpm/60, 1)).Requests(),
+			requestsPerMinute(rpm),
 			headway.PerMinute(tpm).WithBurst(tpm),
 		},
 		Key: headway.KeyByHeader("Authorization"),
@@ -481,7 +488,7 @@ func Anthropic(rpm, itpm int) headway.Preset {
 		Name: "anthropic",
 		Host: "api.anthropic.com",
 		Limits: []headway.Limit{
-			headway.PerMinute(rpm).WithBurst(max(rpm/60, 1)).Requests(),
+			requestsPerMinute(rpm),
 			headway.PerMinute(itpm).WithBurst(itpm),
 		},
 		Key: keyByToken("X-Api-Key", "Authorization"),
