@@ -294,7 +294,7 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 			o.capped(ctx, c.req, c.key, resp.StatusCode, sig.Wait, t.cfg.maxRetryAfter)
 		}
 		t.pauseShared(ctx, c.key, sig)
-		t.learnShared(ctx, c.key, k, sig)
+		t.learnShared(ctx, c.key, k, s.dep, sig)
 	}
 	t.shareHealth(ctx, c.key, k, hv, wasDown, wasProbe)
 	k.seen()
@@ -551,6 +551,8 @@ func (t *Transport) newKey(key string, req *http.Request) *keyState {
 	k.pacer.init(lims)
 	if t.cfg.shared != nil {
 		k.sharedLims = withReserve(lims)
+		_, learns := t.cfg.shared.(SharedLearner)
+		k.fleetPaced = learns && len(lims) == 0
 	}
 	k.host = t.hosts.get(k.hostName)
 	k.budget = t.retry.newBudget(t.epoch)
