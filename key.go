@@ -106,6 +106,7 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route st
 	if k.queue.head == nil && k.hasSlot() && k.outageGate(now) {
 		if d := k.earliest(now, 1, cost, route); d <= now {
 			dep := k.take(now, now, cost, route)
+			dep.direct = true
 			k.mu.Unlock()
 			return dep, nil
 		}
@@ -138,6 +139,9 @@ type departure struct {
 	sent   int64 // when it went: at, or later if the key let it go late
 	sub    *bucketModel
 	subSeq uint64
+	// direct: it left on acquire's fast path, and sent is the clock read
+	// of the goroutine that sends it, taken just before.
+	direct bool
 }
 
 // earliest returns when n requests costing cost in all may leave on route,
@@ -270,7 +274,7 @@ func (k *keyState) abandon(w *waiter) {
 		k.pacer.giveBack(now, w.cost)
 		k.releaseLocked(now)
 		k.settleLocked(now, w.dep.seq, hostUnknown)
-		k.out.lastAnswer.Store(now + 1)
+		k.out.firstOut.Store(0) // it was not sent: what was out counts as answered
 		k.seen()
 	} else {
 		k.queue.remove(w)

@@ -270,7 +270,9 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	t, k, o, ctx := c.t, s.k, c.t.obs, c.ctx
 	wasDown := k.isDown()
 	wasProbe := wasDown && k.isProbe(s.dep.seq)
-	k.sending()
+	// Nothing between the departure and here could wait (see sending):
+	// no shared quota, no retrier (a body read, a retry), no hook.
+	k.sending(s.dep, s.dep.direct && c.r == nil && o == nil && t.cfg.shared == nil)
 	resp, err := t.base.RoundTrip(out)
 	c.bodyOurs = false // the base closes it
 	if resp == nil && err == nil {
