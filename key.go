@@ -469,12 +469,14 @@ func (k *keyState) answered(seq uint64) {
 func (k *keyState) answeredNow(seq uint64) {
 	k.mu.Lock()
 	k.window.answered(seq)
+	k.align(k.env.now())
 	k.mu.Unlock()
 }
 
 // observe applies what the response to dep, sent on route, said, at now.
-// coarse reports that the response stated its reset to the second.
-func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimitheader.Signal, coarse bool) {
+// coarse reports that the response stated its reset to the second, and
+// off is the estimate of the server's clock less ours it was read with.
+func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimitheader.Signal, coarse bool, off time.Duration) {
 	seq := dep.seq
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -504,7 +506,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 			dep.sub.m.correct(now, dep.at, 1)
 		}
 	default:
-		k.model.secondReset = coarse
+		k.model.secondReset, k.model.offset = coarse, int64(off)
 		k.model.observe(now, seq, k.sent, sig)
 		k.model.resetAt = min(k.model.resetAt, satAdd(now, int64(limit)))
 	}
@@ -555,6 +557,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 			k.aimdB.TAT = max(k.aimdB.TAT, satAdd(now, k.aimdB.Interval))
 		}
 	}
+	k.align(now)
 	k.dispatch(now)
 }
 

@@ -508,8 +508,9 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep *departure, ro
 	if resp.StatusCode >= 400 {
 		in.Body = peek(resp, maxPeek)
 	}
-	if off, ok := k.host.clockOffset(); ok {
-		in.Now = time.Now()
+	in.Now = time.Now()
+	off, ok := k.host.clockOffset()
+	if ok {
 		in.ServerNow = in.Now.Add(off)
 	}
 	*sig = t.parser.Parse(&in)
@@ -530,9 +531,31 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep *departure, ro
 	// A reset stated to the second (a delta in whole seconds, an epoch or a
 	// date) is known to a second only, whatever its fraction after the
 	// clock offset is taken off.
-	coarse := sig.Reset%time.Second == 0 || in.ServerTime().Add(sig.Reset).Nanosecond() == 0
-	k.observe(now, *dep, route, sig, coarse)
+	srv := in.ServerTime()
+	coarse := sig.Reset%time.Second == 0 || srv.Add(sig.Reset).Nanosecond() == 0
+	switch {
+	case !ok && coarse:
+		// Read against the response's Date (or a delay in whole seconds,
+		// which is as coarse).
+		off = srv.Sub(in.Now)
+	case !absolute(sig.Reset, srv):
+		off = 0 // a delay is measured on our clock
+	}
+	k.observe(now, *dep, route, sig, coarse, off)
 	return hv
+}
+
+// absolute reports whether reset was stated as an instant on the server's
+// clock, srv (an epoch or a date, to the second or the millisecond): the
+// instant is whole and the delay to it is not.
+func absolute(reset time.Duration, srv time.Time) bool {
+	at := srv.Add(reset).UnixNano()
+	for _, u := range []int64{int64(time.Second), int64(time.Millisecond)} {
+		if int64(reset)%u != 0 && at%u == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // observeDate narrows the offset of k's host's clock with resp's Date, the
