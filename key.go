@@ -82,38 +82,39 @@ type keyState struct {
 
 // acquire waits until a request of the given cost may leave on k, or fails.
 // On success the request holds one in-flight slot of k, which release gives
-// back, and acquire returns the number of its departure. A retry goes to
-// the front of the queue, ahead of new work. errEvicted asks the caller to
-// look the key up again.
-func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route string) (departure, error) {
+// back, and acquire writes its departure to dep. A retry goes to the front
+// of the queue, ahead of new work. errEvicted asks the caller to look the
+// key up again.
+func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route string, dep *departure) error {
 	now := k.env.now()
 	k.mu.Lock()
 	if k.evicted {
 		k.mu.Unlock()
-		return departure{}, errEvicted
+		return errEvicted
 	}
 	if i, ok := k.pacer.tooBig(cost); ok {
 		k.mu.Unlock()
-		return departure{}, &CostError{Cost: int(cost), Limit: k.lims[i]}
+		return &CostError{Cost: int(cost), Limit: k.lims[i]}
 	}
 	if k.statedUntil > now {
 		if err := k.holdStated(now); err != nil {
 			k.mu.Unlock()
-			return departure{}, err
+			return err
 		}
 	}
 	// Fast path: nobody waits, a slot is free and the pacer allows it now.
 	if k.queue.head == nil && k.hasSlot() && k.outageGate(now) {
 		if d := k.earliest(now, 1, cost, route); d <= now {
-			if dep, ok := k.take(now, now, cost, route); ok {
+			if k.take(now, now, cost, route, dep) {
+				dep.direct = true
 				k.mu.Unlock()
-				return dep, nil
+				return nil
 			}
 		}
 	}
 	if err := k.admissible(ctx, now, cost, front, route); err != nil {
 		k.mu.Unlock()
-		return departure{}, err
+		return err
 	}
 	w := &waiter{ready: make(chan struct{}, 1), cost: cost, arrival: now, route: route}
 	w.deadline = k.deadline(ctx, now)
@@ -125,9 +126,10 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route st
 	k.dispatch(now)
 	k.mu.Unlock()
 	if err := k.wait(ctx, w); err != nil {
-		return departure{}, err
+		return err
 	}
-	return w.dep, nil
+	*dep = w.dep
+	return nil
 }
 
 // departure is a request's leave to go: its number on the key, and when it
@@ -139,6 +141,9 @@ type departure struct {
 	sent   int64 // when it went: at, or later if the key let it go late
 	sub    *bucketModel
 	subSeq uint64
+	// direct: it left on acquire's fast path, and sent is the clock read
+	// of the goroutine that sends it, taken just before.
+	direct bool
 	// probeRoute is the route of a key whose server names buckets, when
 	// this is the route's first request: its others wait for its answer.
 	probeRoute string
@@ -187,18 +192,19 @@ func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 }
 
 // take records a departure on route at d (the instant it was free to go,
-// for the pacer) and now (when it goes, for what the server will count);
-// ok is false, and nothing is recorded, when another key of its scope took
-// what the scope's global window let go at d since k looked.
-func (k *keyState) take(d, now, cost int64, route string) (_ departure, ok bool) {
+// for the pacer) and now (when it goes, for what the server will count),
+// into dep. It reports false, and records nothing, when another key of its
+// scope took what the scope's global window let go at d since k looked.
+func (k *keyState) take(d, now, cost int64, route string, dep *departure) bool {
 	var scopeSeq uint64
 	if k.scope.active.Load() {
+		var ok bool
 		if scopeSeq, ok = k.scope.take(d, max(d, now)); !ok {
-			return departure{}, false
+			return false
 		}
 	}
 	k.pacer.take(d, cost)
-	dep := departure{seq: k.sent + 1, at: d, sent: max(d, now), scopeSeq: scopeSeq}
+	*dep = departure{seq: k.sent + 1, at: d, sent: max(d, now), scopeSeq: scopeSeq}
 	if k.buckets != nil && k.buckets.probe(max(d, now), route) {
 		dep.probeRoute = route
 	}
@@ -223,7 +229,7 @@ func (k *keyState) take(d, now, cost int64, route string) (_ departure, ok bool)
 	k.outageTake(k.sent)
 	k.unseen.Add(1)
 	k.occupy()
-	return dep, true
+	return true
 }
 
 // seen notes that a departure's outcome has been taken in (its response
@@ -299,7 +305,7 @@ func (k *keyState) abandon(w *waiter) {
 		k.pacer.giveBack(now, w.cost)
 		k.releaseLocked(now)
 		k.settleLocked(now, w.dep.seq, hostUnknown)
-		k.out.lastAnswer.Store(now + 1)
+		k.out.firstOut.Store(0) // it was not sent: what was out counts as answered
 		k.seen()
 	} else {
 		k.queue.remove(w)
@@ -373,11 +379,9 @@ func (k *keyState) dispatch(now int64) {
 			k.arm(now, d)
 			return
 		}
-		dep, ok := k.take(d, now, w.cost, w.route)
-		if !ok {
+		if !k.take(d, now, w.cost, w.route, &w.dep) {
 			continue // another key of its scope took the slot: look again
 		}
-		w.dep = dep
 		k.queue.remove(w)
 		w.admitted = true
 		w.ready <- struct{}{}
@@ -470,41 +474,54 @@ func (k *keyState) unsentFirst(seq uint64) {
 	k.mu.Unlock()
 }
 
-// endProbe lets a key that waited for its first answer go on.
+// endProbe lets a key that waited for its first answer go on. The test is
+// inlined; the work is not.
 func (k *keyState) endProbe() {
 	if k.probing.Load() {
-		k.mu.Lock()
-		k.probing.Store(false)
-		k.dispatch(k.env.now())
-		k.mu.Unlock()
+		k.endProbeNow()
 	}
+}
+
+func (k *keyState) endProbeNow() {
+	k.mu.Lock()
+	k.probing.Store(false)
+	k.dispatch(k.env.now())
+	k.mu.Unlock()
 }
 
 // answered notes an answer to dep that said nothing of the quota: while a
-// window is being learned, it counts in what its cycle let through.
-func (k *keyState) answered(dep departure) {
+// window is being learned, it counts in what its cycle let through; the
+// first answer of a route, or one its scope counts, is noted too.
+func (k *keyState) answered(dep *departure) {
 	if k.learning.Load() || dep.probeRoute != "" || dep.scopeSeq != 0 {
-		k.mu.Lock()
-		k.window.answered(dep.seq)
-		k.scope.answered(dep.scopeSeq, k.env.now()-dep.sent)
-		k.routeDone(k.env.now(), dep, true)
-		k.mu.Unlock()
+		k.answeredNow(dep)
 	}
 }
 
+func (k *keyState) answeredNow(dep *departure) {
+	k.mu.Lock()
+	now := k.env.now()
+	k.window.answered(dep.seq)
+	k.scope.answered(dep.scopeSeq, now-dep.sent)
+	k.align(now)
+	k.routeDone(now, *dep, true)
+	k.mu.Unlock()
+}
+
 // unanswered notes that dep got no answer (it failed, or was not sent).
-func (k *keyState) unanswered(dep departure) {
+func (k *keyState) unanswered(dep *departure) {
 	if dep.probeRoute != "" || dep.scopeSeq != 0 {
 		k.mu.Lock()
 		k.scope.answered(dep.scopeSeq, 0) // none will come
-		k.routeDone(k.env.now(), dep, false)
+		k.routeDone(k.env.now(), *dep, false)
 		k.mu.Unlock()
 	}
 }
 
 // observe applies what the response to dep, sent on route, said, at now.
-// coarse reports that the response stated its reset to the second.
-func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimitheader.Signal, coarse bool) {
+// coarse reports that the response stated its reset to the second, and
+// off is the estimate of the server's clock less ours it was read with.
+func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimitheader.Signal, coarse bool, off time.Duration) {
 	seq := dep.seq
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -548,7 +565,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 			dep.sub.m.correct(now, dep.at, 1)
 		}
 	default:
-		k.model.secondReset = coarse
+		k.model.secondReset, k.model.offset = coarse, int64(off)
 		k.model.observe(now, seq, k.sent, sig)
 		k.model.resetAt = min(k.model.resetAt, satAdd(now, int64(limit)))
 	}
@@ -599,6 +616,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 			k.aimdB.TAT = max(k.aimdB.TAT, satAdd(now, k.aimdB.Interval))
 		}
 	}
+	k.align(now)
 	k.dispatch(now)
 }
 
