@@ -88,10 +88,10 @@ type serverModel struct {
 	// is left of a window is not spent after the earlier (the server may
 	// count it in the next window), nor the next window's before the
 	// later. Stated to the millisecond only; at most maxGap.
-	gap int32
-	period    int64   // with window: the length of a window, once seen; 0 if not
-	winMin    float64 // with window: the least remaining stated in the present window
-	turnAt    int64   // with window: when the present window's first answered departure left
+	gap    int32
+	period int64   // with window: the length of a window, once seen; 0 if not
+	winMin float64 // with window: the least remaining stated in the present window
+	turnAt int64   // with window: when the present window's first answered departure left
 	// offset is the estimate of the server's clock less ours that the
 	// reset of the answer being observed was measured with (set by the
 	// key before observe), and seenOffset the one resetSeen was: a
