@@ -72,16 +72,25 @@ type serverModel struct {
 	lo, hi     float64 // bounds on rate from stated resets; hi 0: none
 	coarse     bool    // stated resets proved coarser than they look
 	window     bool    // the server resets fixed windows: nothing trickles back before resetAt
-	resetSeen  int64   // the latest reset instant stated so far
-	lastLeft   float64 // the remaining count of the last answer
-	lastAt     int64   // when the last answer came
-	still      int     // answers in a row whose reset stayed put while the quota drained
 	// secondReset reports that the answer being observed stated its reset
 	// to the second (set by the key before observe).
 	secondReset bool
-	period      int64   // with window: the length of a window, once seen; 0 if not
-	winMin      float64 // with window: the least remaining stated in the present window
-	turnAt      int64   // with window: when the present window's first answered departure left
+	held        bool // the model held a request back (set by the key)
+	spread      bool // spread what remains evenly instead of spending it at once
+
+	resetSeen int64   // the latest reset instant stated so far
+	lastLeft  float64 // the remaining count of the last answer
+	lastAt    int64   // when the last answer came
+	still     int     // answers in a row whose reset stayed put while the quota drained
+	period    int64   // with window: the length of a window, once seen; 0 if not
+	winMin    float64 // with window: the least remaining stated in the present window
+	turnAt    int64   // with window: when the present window's first answered departure left
+	// offset is the estimate of the server's clock less ours that the
+	// reset of the answer being observed was measured with (set by the
+	// key before observe), and seenOffset the one resetSeen was: a
+	// window's length is measured on the server's clock, which the
+	// estimate moves by up to a second while the Dates narrow it.
+	offset, seenOffset int64
 
 	// margin is the requests kept back beyond the one reserve, for the
 	// errors of the model: it grows by one with each prediction the
@@ -98,11 +107,8 @@ type serverModel struct {
 	admitted uint64 // responses received that the server admitted
 	answered uint64 // responses received
 
-	held     bool  // the model held a request back (set by the key)
 	lastTake int64 // when the last departure left
-
-	spread bool  // spread what remains evenly instead of spending it at once
-	nextAt int64 // with spread: the next departure, at the earliest
+	nextAt   int64 // with spread: the next departure, at the earliest
 }
 
 // track makes the model remember its departures from now on. A key whose
@@ -244,9 +250,10 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 		if at := satAdd(now, int64(sig.Reset)); at > m.resetSeen {
 			turned := m.window && m.resetSeen > 0 && at-m.resetSeen > m.answerResolution()
 			if turned {
-				m.period = at - m.resetSeen // the next window's end
+				// The next window's end, on the server's clock.
+				m.period = (at + m.offset) - (m.resetSeen + m.seenOffset)
 			}
-			m.resetSeen, m.resetAt = at, at
+			m.resetSeen, m.resetAt, m.seenOffset = at, at, m.offset
 			if turned {
 				m.winMin, m.turnAt = math.Inf(1), now
 				if rec.seq == seq {

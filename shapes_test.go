@@ -200,12 +200,20 @@ func TestFixedWindowEnteredLate(t *testing.T) {
 	}
 	for _, phase := range []time.Duration{700, 1500, 2000, 2300, 2600} {
 		phase *= time.Millisecond
-		for _, workers := range []int{8, 32} {
-			t.Run(fmt.Sprintf("%v/%d", phase, workers), func(t *testing.T) {
+		for _, c := range []struct {
+			workers int
+			opts    []headway.Option
+		}{{8, nil}, {32, nil}, {8, []headway.Option{headway.WithLimit(published(sh))}}, {32, []headway.Option{headway.WithLimit(published(sh))}}} {
+			workers := c.workers
+			name := fmt.Sprintf("%v/%d", phase, workers)
+			if c.opts != nil {
+				name += "/limit"
+			}
+			t.Run(name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					time.Sleep(phase)
 					srv := fakeserver.New(sh.Config)
-					r := runShape(t, sh, srv, srv.Transport(), "http://api.test", 150, workers)
+					r := runShape(t, sh, srv, srv.Transport(), "http://api.test", 150, workers, c.opts...)
 					t.Log(r)
 					if r.efficiency < 0.95 {
 						t.Errorf("efficiency %.3f, want at least 0.95", r.efficiency)

@@ -211,3 +211,62 @@ func abs64(x int64) int64 {
 	}
 	return x
 }
+
+// A configured limit is a bucket (see [Limit]): Count per Period, Burst at
+// once. A server that counts fixed windows gives its whole quota back at
+// each boundary, which a bucket of the same Count and Period never does:
+// paced by it, a key spends a window's quota at once only after an idle
+// spell, and between boundaries no faster than Count per Period, so it
+// loses up to a window's worth of time against the server it was
+// configured for. Once the server has proven fixed windows as long as a
+// limit's Period (its answers' resets stay put while the quota drains and
+// come back whole, see serverModel; or its throttles' waits end a window
+// apart, see learnedWindow), a limit whose burst is its whole count is
+// counted in those windows instead: Count units in each, from its
+// boundary on (the latest instant the server's clock allows), and none
+// more until the next. The limit then still bounds what each of the
+// server's windows receives; only across a boundary may more than Burst
+// leave within a short span, as the server itself allows.
+
+// windowMatch is how far a window's measured length may be from a limit's
+// Period for the limit to be counted in it: the boundaries are measured on
+// an estimate of the server's clock.
+func windowMatch(period int64) int64 { return max(windowTolerance, period/20) }
+
+// provenWindow returns an instant at which one of the fixed windows the
+// server has proven begins, on the pacer's clock, and their length; ok is
+// false when it has proven none.
+func (k *keyState) provenWindow() (anchor, period int64, ok bool) {
+	if m := &k.model; m.window && m.period > 0 && m.resetSeen > 0 {
+		return m.resetSeen, m.period, true
+	}
+	if w := &k.window; w.on && w.period > 0 {
+		return w.end, w.period, true
+	}
+	return 0, 0, false
+}
+
+// align counts, under k.mu at now, each configured limit whose burst is
+// its count in the fixed windows the server has proven, if they are as
+// long as its Period; or gives the windows up, if the server no longer
+// proves them.
+func (k *keyState) align(now int64) {
+	if len(k.lims) == 0 {
+		return
+	}
+	anchor, period, ok := k.provenWindow()
+	var mask uint64
+	var length int64
+	if ok {
+		for i, l := range k.lims {
+			if p := int64(l.Period); i < 64 && l.Burst == l.Count && abs64(p-period) <= windowMatch(p) {
+				mask |= 1 << i
+				length = p
+			}
+		}
+	}
+	if mask == 0 && k.pacer.win == nil {
+		return
+	}
+	k.pacer.countInWindows(now, mask, func(i int) int64 { return int64(k.lims[i].Count) }, anchor, length)
+}
