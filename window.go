@@ -35,7 +35,6 @@ type learnedWindow struct {
 	curThr   uint64 // throttles of its departures (prevSent, curSent] so far
 	curAns   uint64 // answers to them so far
 	nextAns  uint64 // answers to departures after curSent (after prevSent, before a cycle)
-	counted  bool   // the cycle ending at curEnd is counted
 
 	minSpan int64   // the shortest cycle seen
 	quota   float64 // the fewest requests such a cycle let through
@@ -49,8 +48,17 @@ type learnedWindow struct {
 	inThr   uint64
 	inLimit float64
 
-	on     bool
-	off    bool    // a window proved wrong in a way only a bucket explains: learn no more
+	// While a window is being learned: what the last cycle counted let
+	// through (0: none yet), and the departures since the end of the wait
+	// the present one names (see hold).
+	est     float32
+	cycSent uint32
+	lastAt  int64 // when the last departure left
+
+	counted bool // the cycle ending at curEnd is counted
+	on      bool
+	off     bool // a window proved wrong in a way only a bucket explains: learn no more
+
 	taken  uint64  // departures taken so far
 	start  uint64  // departures taken before the current window began
 	limit  float64 // requests per window
@@ -65,9 +73,10 @@ type learnedWindow struct {
 const windowTolerance = int64(50e6) // 50 ms
 
 // throttled learns from a throttle of departure seq naming a wait until
-// end, with sent departures so far. The throttles of one cycle come back
-// in any order and name the same end.
-func (w *learnedWindow) throttled(end int64, seq, sent uint64) {
+// end, with sent departures so far, of which pending are not answered yet
+// (seq's among them). The throttles of one cycle come back in any order
+// and name the same end.
+func (w *learnedWindow) throttled(end int64, seq, sent, pending uint64) {
 	switch {
 	case seq <= w.prevSent:
 		return // from a cycle already counted
@@ -88,8 +97,15 @@ func (w *learnedWindow) throttled(end int64, seq, sent uint64) {
 		w.complete() // the answers that have not come will not
 		w.prevEnd, w.prevSent = w.curEnd, w.curSent
 	}
-	// The answers so far to departures after prevSent are this cycle's.
-	w.curEnd, w.curSent, w.curThr, w.curAns, w.nextAns, w.counted = end, sent, 1, w.nextAns, 0, false
+	// The answers so far to departures after prevSent are this cycle's:
+	// counted as they came while a window was being learned, else all
+	// but the ones pending.
+	ans := w.nextAns
+	if !w.learning() {
+		ans = (sent - w.prevSent) - min(pending, sent-w.prevSent)
+	}
+	w.curEnd, w.curSent, w.curThr, w.curAns, w.nextAns, w.counted = end, sent, 1, ans, 0, false
+	w.cycSent = 0
 	w.inSent = 0
 	switch {
 	case w.off:
@@ -134,6 +150,7 @@ func (w *learnedWindow) complete() {
 		return
 	}
 	w.counted = true
+	w.est = float32(max(float64(w.curSent-w.prevSent)-float64(w.curThr), 0))
 	if w.prevEnd == 0 || w.curEnd <= w.prevEnd {
 		return
 	}
@@ -198,7 +215,33 @@ func (w *learnedWindow) take(now int64) {
 		w.roll(now)
 		w.left--
 	}
+	if w.learning() && now >= w.curEnd {
+		w.cycSent++
+	}
 	w.taken++
+	w.lastAt = now
+}
+
+// hold returns when a request that may leave at d leaves, while a window
+// is being learned: d, or after the answers to the requests before it. A
+// cycle that let est requests through says that the window, if there is
+// one, holds about as many: the next cycle sends that many from the end
+// of the wait, then one request at a time, each after the answer to the
+// last, until a throttle names the next boundary. So the windows a key
+// learns from cost one throttle each, not a burst of them, and the
+// requests that find room beyond est go through. (A server that refills
+// a bucket answers each of them in turn as the bucket allows.)
+//
+// The hold lasts until the answers come (answered lets the key go on), or
+// probeWait after the last departure if one of them never does.
+func (w *learnedWindow) hold(d int64) int64 {
+	if !w.learning() || w.est < 1 || d < w.curEnd || float32(w.cycSent) < w.est {
+		return d
+	}
+	if w.taken <= w.curSent || w.taken-w.curSent <= w.nextAns {
+		return d // every answer is in
+	}
+	return max(d, satAdd(w.lastAt, int64(probeWait)))
 }
 
 // idle reports whether the window holds nothing a new one would not learn
