@@ -82,38 +82,38 @@ type keyState struct {
 
 // acquire waits until a request of the given cost may leave on k, or fails.
 // On success the request holds one in-flight slot of k, which release gives
-// back, and acquire returns the number of its departure. A retry goes to
-// the front of the queue, ahead of new work. errEvicted asks the caller to
-// look the key up again.
-func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route string) (departure, error) {
+// back, and acquire writes its departure to dep. A retry goes to the front
+// of the queue, ahead of new work. errEvicted asks the caller to look the
+// key up again.
+func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route string, dep *departure) error {
 	now := k.env.now()
 	k.mu.Lock()
 	if k.evicted {
 		k.mu.Unlock()
-		return departure{}, errEvicted
+		return errEvicted
 	}
 	if i, ok := k.pacer.tooBig(cost); ok {
 		k.mu.Unlock()
-		return departure{}, &CostError{Cost: int(cost), Limit: k.lims[i]}
+		return &CostError{Cost: int(cost), Limit: k.lims[i]}
 	}
 	if k.statedUntil > now {
 		if err := k.holdStated(now); err != nil {
 			k.mu.Unlock()
-			return departure{}, err
+			return err
 		}
 	}
 	// Fast path: nobody waits, a slot is free and the pacer allows it now.
 	if k.queue.head == nil && k.hasSlot() && k.outageGate(now) {
 		if d := k.earliest(now, 1, cost, route); d <= now {
-			dep := k.take(now, now, cost, route)
+			k.take(now, now, cost, route, dep)
 			dep.direct = true
 			k.mu.Unlock()
-			return dep, nil
+			return nil
 		}
 	}
 	if err := k.admissible(ctx, now, cost, front, route); err != nil {
 		k.mu.Unlock()
-		return departure{}, err
+		return err
 	}
 	w := &waiter{ready: make(chan struct{}, 1), cost: cost, arrival: now, route: route}
 	w.deadline = k.deadline(ctx, now)
@@ -125,9 +125,10 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route st
 	k.dispatch(now)
 	k.mu.Unlock()
 	if err := k.wait(ctx, w); err != nil {
-		return departure{}, err
+		return err
 	}
-	return w.dep, nil
+	*dep = w.dep
+	return nil
 }
 
 // departure is a request's leave to go: its number on the key, and when it
@@ -178,10 +179,11 @@ func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 }
 
 // take records a departure on route at d (the instant it was free to go,
-// for the pacer) and now (when it goes, for what the server will count).
-func (k *keyState) take(d, now, cost int64, route string) departure {
+// for the pacer) and now (when it goes, for what the server will count),
+// into dep.
+func (k *keyState) take(d, now, cost int64, route string, dep *departure) {
 	k.pacer.take(d, cost)
-	dep := departure{seq: k.sent + 1, at: d, sent: max(d, now)}
+	*dep = departure{seq: k.sent + 1, at: d, sent: max(d, now)}
 	if m, b := k.modelFor(route); b != nil {
 		b.sent++
 		dep.sub, dep.subSeq = b, b.sent
@@ -203,7 +205,6 @@ func (k *keyState) take(d, now, cost int64, route string) departure {
 	k.outageTake(k.sent)
 	k.unseen.Add(1)
 	k.occupy()
-	return dep
 }
 
 // seen notes that a departure's outcome has been taken in (its response
@@ -349,7 +350,7 @@ func (k *keyState) dispatch(now int64) {
 			k.arm(now, d)
 			return
 		}
-		w.dep = k.take(d, now, w.cost, w.route)
+		k.take(d, now, w.cost, w.route, &w.dep)
 		k.queue.remove(w)
 		w.admitted = true
 		w.ready <- struct{}{}
@@ -442,27 +443,37 @@ func (k *keyState) unsentFirst(seq uint64) {
 	k.mu.Unlock()
 }
 
-// endProbe lets a key that waited for its first answer go on.
+// endProbe lets a key that waited for its first answer go on. The test is
+// inlined; the work is not.
 func (k *keyState) endProbe() {
 	if k.probing.Load() {
-		k.mu.Lock()
-		k.probing.Store(false)
-		k.dispatch(k.env.now())
-		k.mu.Unlock()
+		k.endProbeNow()
 	}
 }
 
-// answered notes an answer to dep that said nothing of the quota: while a
-// window is being learned, it counts in what its cycle let through.
-func (k *keyState) answered(dep departure) {
+func (k *keyState) endProbeNow() {
+	k.mu.Lock()
+	k.probing.Store(false)
+	k.dispatch(k.env.now())
+	k.mu.Unlock()
+}
+
+// answered notes an answer to departure seq that said nothing of the
+// quota: while a window is being learned, it counts in what its cycle let
+// through.
+func (k *keyState) answered(seq uint64) {
 	if k.learning.Load() {
-		now := k.env.now()
-		k.mu.Lock()
-		k.window.answered(dep.seq)
-		k.align(now)
-		k.dispatch(now)
-		k.mu.Unlock()
+		k.answeredNow(seq)
 	}
+}
+
+func (k *keyState) answeredNow(seq uint64) {
+	now := k.env.now()
+	k.mu.Lock()
+	k.window.answered(seq)
+	k.align(now)
+	k.dispatch(now) // a request held for this answer (see learnedWindow.hold)
+	k.mu.Unlock()
 }
 
 // observe applies what the response to dep, sent on route, said, at now.

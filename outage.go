@@ -238,7 +238,7 @@ func (k *keyState) outageTake(seq uint64) {
 // on acquire's fast path and nothing since could wait (a shared quota's
 // slot, a body read, a hook), so the clock read that let it go stands for
 // the send's; otherwise the clock is read again.
-func (k *keyState) sending(dep departure, direct bool) {
+func (k *keyState) sending(dep *departure, direct bool) {
 	if k.env.probe.initial <= 0 {
 		return
 	}
@@ -262,7 +262,7 @@ func (k *keyState) sending(dep departure, direct bool) {
 // another request of k is out or waiting (the rule holds requests back
 // only then), and otherwise for one answer in latencySample, which keeps
 // the average fresh for when that comes, without a clock read per request.
-func (k *keyState) settle(dep departure, v outageVerdict) {
+func (k *keyState) settle(dep *departure, v outageVerdict) {
 	o := &k.out
 	on := k.env.probe.initial > 0
 	if on {
@@ -355,11 +355,13 @@ func (k *keyState) hold(until int64) {
 // hold mode is offered to it again.
 const holdRecheck = 5 * time.Millisecond
 
-// isProbe reports whether departure seq is the probe of k's host.
+// isProbe reports whether departure seq is the probe of k's host. The
+// test of a host that is up is inlined.
 func (k *keyState) isProbe(seq uint64) bool {
-	if !k.out.isDown.Load() {
-		return false
-	}
+	return k.out.isDown.Load() && k.isProbeLocked(seq)
+}
+
+func (k *keyState) isProbeLocked(seq uint64) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.out.probing && k.out.probe == seq

@@ -272,7 +272,7 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	wasProbe := wasDown && k.isProbe(s.dep.seq)
 	// Nothing between the departure and here could wait (see sending):
 	// no shared quota, no retrier (a body read, a retry), no hook.
-	k.sending(s.dep, s.dep.direct && c.r == nil && o == nil && t.cfg.shared == nil)
+	k.sending(&s.dep, s.dep.direct && c.r == nil && o == nil && t.cfg.shared == nil)
 	resp, err := t.base.RoundTrip(out)
 	c.bodyOurs = false // the base closes it
 	if resp == nil && err == nil {
@@ -287,18 +287,22 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	var hv outageVerdict
 	if err != nil {
 		hv = hostVerdict(nil, err, ctx.Err(), sig)
-		k.settle(s.dep, hv)
+		k.settle(&s.dep, hv)
 		k.endProbe()
 		s.free()
 	} else {
-		*sig, hv = t.observe(ctx, k, s.dep, c.req.URL.Path, resp)
+		hv = t.observe(ctx, k, &s.dep, c.req.URL.Path, resp, sig)
 		if o != nil && sig.HasWait && sig.Wait > t.cfg.maxRetryAfter {
 			o.capped(ctx, c.req, c.key, resp.StatusCode, sig.Wait, t.cfg.maxRetryAfter)
 		}
-		t.pauseShared(ctx, c.key, sig)
-		t.learnShared(ctx, c.key, k, sig)
+		if t.cfg.shared != nil {
+			t.pauseShared(ctx, c.key, sig)
+			t.learnShared(ctx, c.key, k, sig)
+		}
 	}
-	t.shareHealth(ctx, c.key, k, hv, wasDown, wasProbe)
+	if t.cfg.shared != nil {
+		t.shareHealth(ctx, c.key, k, hv, wasDown, wasProbe)
+	}
 	k.seen()
 	if o != nil {
 		o.outage(ctx, c.req, c.key, k)
@@ -344,7 +348,7 @@ func (s *slot) unsent() {
 	if s.done != nil {
 		s.done(outcomeExcluded)
 	}
-	s.k.settle(s.dep, hostUnknown)
+	s.k.settle(&s.dep, hostUnknown)
 	s.k.unsentFirst(s.dep.seq)
 	s.k.release()
 	s.k.seen()
@@ -353,10 +357,14 @@ func (s *slot) unsent() {
 // answer returns resp, the answer to s's attempt, with its body set to
 // give back the in-flight slot when read to the end or closed.
 func (s *slot) answer(resp *http.Response) *http.Response {
-	k := s.k
-	if k.env.cfg.maxInFlight <= 0 {
+	if s.k.env.cfg.maxInFlight <= 0 {
 		return resp
 	}
+	return s.answerBounded(resp)
+}
+
+func (s *slot) answerBounded(resp *http.Response) *http.Response {
+	k := s.k
 	if resp.Body == nil {
 		k.release()
 		return resp
@@ -399,7 +407,8 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			// that cannot wait that long fails at once.
 			k.hold(t.pacerTime(k.br.retryAt()))
 		}
-		dep, err := k.acquire(ctx, cost, front, req.URL.Path)
+		s.k, s.done = k, done
+		err := k.acquire(ctx, cost, front, req.URL.Path, &s.dep)
 		switch {
 		case err == errEvicted:
 			done(outcomeExcluded)
@@ -408,7 +417,6 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			done(outcomeExcluded)
 			return err
 		}
-		*s = slot{k: k, dep: dep, done: done}
 		if k.br != nil && k.br.hold {
 			// Hold: the breaker is asked as the request leaves. When it
 			// is open, the request goes back to the front of the queue,
@@ -436,16 +444,18 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			// others, unless it is the probe whose turn it is.
 			var recheck, next time.Duration
 			var ok bool
-			if recheck, next, ok, turn = t.fleetGate(ctx, p, key, k, dep.seq); !ok {
+			if recheck, next, ok, turn = t.fleetGate(ctx, p, key, k, s.dep.seq); !ok {
 				k.fleetHold(recheck, next)
 				s.unsent()
 				front = true
 				continue
 			}
 		}
-		if err := t.reserveShared(ctx, key, k, cost, queued); err != nil {
-			s.unsent()
-			return err
+		if t.cfg.shared != nil {
+			if err := t.reserveShared(ctx, key, k, cost, queued); err != nil {
+				s.unsent()
+				return err
+			}
 		}
 		if p != nil && !turn {
 			if down, next := p.HostState(key); down {
@@ -479,20 +489,20 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // observe reads what resp, the response to departure dep of k, says about
-// its key's rate limit and its host's health, and tells the key: the host's
-// health first, so that a failure holds the queue before anything lets it
-// go. A response that says nothing costs no lock.
-func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, route string, resp *http.Response) (ratelimitheader.Signal, outageVerdict) {
+// its key's rate limit and its host's health, into sig (zero when it is
+// called), and tells the key: the host's health first, so that a failure
+// holds the queue before anything lets it go. A response that says nothing
+// costs no lock.
+func (t *Transport) observe(ctx context.Context, k *keyState, dep *departure, route string, resp *http.Response, sig *ratelimitheader.Signal) outageVerdict {
 	if !t.parser.Relevant(resp.StatusCode, resp.Header) {
 		if k.host.wantDates.Load() && len(resp.Header["Date"]) > 0 {
-			t.observeDate(k, dep, resp, t.now()) // until the offset is known well
+			t.observeDate(k, *dep, resp, t.now()) // until the offset is known well
 		}
-		sig := ratelimitheader.Signal{}
-		hv := hostVerdict(resp, nil, ctx.Err(), &sig)
+		hv := hostVerdict(resp, nil, ctx.Err(), sig)
 		k.settle(dep, hv)
 		k.endProbe()
-		k.answered(dep)
-		return sig, hv
+		k.answered(dep.seq)
+		return hv
 	}
 	in := ratelimitheader.Input{Status: resp.StatusCode, Header: resp.Header}
 	if resp.StatusCode >= 400 {
@@ -503,21 +513,21 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, rou
 	if ok {
 		in.ServerNow = in.Now.Add(off)
 	}
-	sig := t.parser.Parse(&in)
-	if overloaded(resp.StatusCode, &sig) && t.probe.initial > 0 {
+	*sig = t.parser.Parse(&in)
+	if overloaded(resp.StatusCode, sig) && t.probe.initial > 0 {
 		// An overload without a stated delay: the host is down for now, and
 		// its probes, not a cut in the key's pace, say when it is back.
 		sig.Throttled = false
 	}
-	hv := hostVerdict(resp, nil, ctx.Err(), &sig)
+	hv := hostVerdict(resp, nil, ctx.Err(), sig)
 	k.settle(dep, hv)
 	if !sig.Throttled && !sig.HasWait && !sig.HasRemaining && sig.Limit == 0 {
 		k.endProbe()
-		k.answered(dep)
-		return sig, hv
+		k.answered(dep.seq)
+		return hv
 	}
 	now := t.now()
-	t.observeDate(k, dep, resp, now)
+	t.observeDate(k, *dep, resp, now)
 	// A reset stated to the second (a delta in whole seconds, an epoch or a
 	// date) is known to a second only, whatever its fraction after the
 	// clock offset is taken off.
@@ -531,8 +541,8 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, rou
 	case !absolute(sig.Reset, srv):
 		off = 0 // a delay is measured on our clock
 	}
-	k.observe(now, dep, route, &sig, coarse, off)
-	return sig, hv
+	k.observe(now, *dep, route, sig, coarse, off)
+	return hv
 }
 
 // absolute reports whether reset was stated as an instant on the server's
