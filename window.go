@@ -48,23 +48,22 @@ type learnedWindow struct {
 	inThr   uint64
 	inLimit float64
 
-	// While a window is being learned: what the last cycle counted let
-	// through (0: none yet), and the departures since the end of the wait
-	// the present one names (see hold).
-	est     float32
-	cycSent uint32
-	lastAt  int64 // when the last departure left
+	first  float64 // what the first cycle let through; 0 until counted
+	lastAt int64   // when the last departure left
 
 	counted bool // the cycle ending at curEnd is counted
 	on      bool
 	off     bool // a window proved wrong in a way only a bucket explains: learn no more
-
-	taken  uint64  // departures taken so far
-	start  uint64  // departures taken before the current window began
-	limit  float64 // requests per window
-	period int64   // the window's length
-	end    int64   // the end of the current window
-	left   float64 // requests left in it
+	// precise: each throttle names the end of its window to the
+	// millisecond, from the first on (a global limit's retry_after), and
+	// every answer is counted from the first departure on.
+	precise bool
+	taken   uint64  // departures taken so far
+	start   uint64  // departures taken before the current window began
+	limit   float64 // requests per window
+	period  int64   // the window's length
+	end     int64   // the end of the current window
+	left    float64 // requests left in it
 }
 
 // windowTolerance is how much two cycles of one window may differ in
@@ -72,11 +71,21 @@ type learnedWindow struct {
 // response's latency jitters it.
 const windowTolerance = int64(50e6) // 50 ms
 
+// unheard notes, before a throttle of sent departures so far may open a
+// cycle while nothing was being learned (the answers that said nothing
+// were not counted), that pending of them are not answered yet: the
+// others were.
+func (w *learnedWindow) unheard(sent, pending uint64) {
+	if !w.learning() && !w.precise && sent >= w.curSent {
+		n := sent - w.curSent
+		w.nextAns = n - min(pending, n)
+	}
+}
+
 // throttled learns from a throttle of departure seq naming a wait until
-// end, with sent departures so far, of which pending are not answered yet
-// (seq's among them). The throttles of one cycle come back in any order
-// and name the same end.
-func (w *learnedWindow) throttled(end int64, seq, sent, pending uint64) {
+// end, with sent departures so far. The throttles of one cycle come back
+// in any order and name the same end.
+func (w *learnedWindow) throttled(end int64, seq, sent uint64) {
 	switch {
 	case seq <= w.prevSent:
 		return // from a cycle already counted
@@ -97,15 +106,8 @@ func (w *learnedWindow) throttled(end int64, seq, sent, pending uint64) {
 		w.complete() // the answers that have not come will not
 		w.prevEnd, w.prevSent = w.curEnd, w.curSent
 	}
-	// The answers so far to departures after prevSent are this cycle's:
-	// counted as they came while a window was being learned, else all
-	// but the ones pending.
-	ans := w.nextAns
-	if !w.learning() {
-		ans = (sent - w.prevSent) - min(pending, sent-w.prevSent)
-	}
-	w.curEnd, w.curSent, w.curThr, w.curAns, w.nextAns, w.counted = end, sent, 1, ans, 0, false
-	w.cycSent = 0
+	// The answers so far to departures after prevSent are this cycle's.
+	w.curEnd, w.curSent, w.curThr, w.curAns, w.nextAns, w.counted = end, sent, 1, w.nextAns, 0, false
 	w.inSent = 0
 	switch {
 	case w.off:
@@ -150,11 +152,14 @@ func (w *learnedWindow) complete() {
 		return
 	}
 	w.counted = true
-	w.est = float32(max(float64(w.curSent-w.prevSent)-float64(w.curThr), 0))
+	through := float64(w.curSent-w.prevSent) - float64(w.curThr)
+	if w.prevEnd == 0 {
+		w.first = max(through, 1)
+	}
 	if w.prevEnd == 0 || w.curEnd <= w.prevEnd {
 		return
 	}
-	w.count(float64(w.curSent-w.prevSent)-float64(w.curThr), w.curEnd-w.prevEnd)
+	w.count(through, w.curEnd-w.prevEnd)
 	if !w.on && !w.off && w.agree >= 2 && w.quota >= 1 && w.minSpan > windowTolerance {
 		// Windows are set in round numbers: a cycle measured to within the
 		// jitter of a response is taken to the nearest 10 ms.
@@ -215,33 +220,31 @@ func (w *learnedWindow) take(now int64) {
 		w.roll(now)
 		w.left--
 	}
-	if w.learning() && now >= w.curEnd {
-		w.cycSent++
-	}
 	w.taken++
 	w.lastAt = now
 }
 
-// hold returns when a request that may leave at d leaves, while a window
-// is being learned: d, or after the answers to the requests before it. A
-// cycle that let est requests through says that the window, if there is
-// one, holds about as many: the next cycle sends that many from the end
-// of the wait, then one request at a time, each after the answer to the
-// last, until a throttle names the next boundary. So the windows a key
-// learns from cost one throttle each, not a burst of them, and the
-// requests that find room beyond est go through. (A server that refills
-// a bucket answers each of them in turn as the bucket allows.)
-//
-// The hold lasts until the answers come (answered lets the key go on), or
-// probeWait after the last departure if one of them never does.
-func (w *learnedWindow) hold(d int64) int64 {
-	if !w.learning() || w.est < 1 || d < w.curEnd || float32(w.cycSent) < w.est {
-		return d
+// probeAt returns, for a window being learned, when a departure at d may
+// leave at the earliest, and ok true if it is held: once the last named
+// end has passed and the quota counted so far is spent after it, each
+// further request goes alone, after the answers to every one before it in
+// the cycle (or at latest), until one is throttled and names the next
+// end, which measures the window's length. A throttle of the cycle costs
+// one request, not every one in flight, and the requests that find room
+// beyond the quota counted go through. (A server that refills a bucket
+// answers each of them in turn as the bucket allows.)
+func (w *learnedWindow) probeAt(d, latest int64) (int64, bool) {
+	if w.on || w.off || w.first == 0 || w.curEnd == 0 || d < w.curEnd {
+		return 0, false
 	}
-	if w.taken <= w.curSent || w.taken-w.curSent <= w.nextAns {
-		return d // every answer is in
+	q := w.first
+	if w.minSpan > 0 {
+		q = max(w.quota, 1) // the fewest the shortest cycles let through
 	}
-	return max(d, satAdd(w.lastAt, int64(probeWait)))
+	if n := w.taken - w.curSent; float64(n) < q || w.nextAns >= n {
+		return 0, false
+	}
+	return latest, true
 }
 
 // idle reports whether the window holds nothing a new one would not learn

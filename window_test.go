@@ -47,7 +47,8 @@ func TestLearnedWindowFromTheSpacingOfThrottles(t *testing.T) {
 		}
 		for i, d := range order {
 			if thr[d] {
-				w.throttled(end+int64(i)*ms, first+d, sent, sent-answers)
+				w.unheard(sent, sent-answers)
+				w.throttled(end+int64(i)*ms, first+d, sent)
 			}
 			w.answered(first + d)
 			answers++
@@ -72,10 +73,10 @@ func TestLearnedWindowFromTheSpacingOfThrottles(t *testing.T) {
 	assert.Equal(t, 4002*ms, w.earliest(3100*ms), "the 21st waits for the next boundary")
 	// Throttles while in use, in any order: the quota is what went through,
 	// from the boundary they name.
-	w.throttled(4003*ms, first+7, sent, sent-answers)
+	w.throttled(4003*ms, first+7, sent)
 	assert.Equal(t, 19.0, w.limit)
 	assert.Equal(t, 4003*ms, w.earliest(3500*ms))
-	w.throttled(4004*ms, first+2, sent, sent-answers-1)
+	w.throttled(4004*ms, first+2, sent)
 	assert.Equal(t, 18.0, w.limit)
 }
 
@@ -163,10 +164,10 @@ func TestALearnedWindowThrottledEarlyIsABucket(t *testing.T) {
 	for i := range int64(12) {
 		w.take(1000*ms + i)
 	}
-	w.throttled(2000*ms, 11, 12, 2) // the 11th of the window
+	w.throttled(2000*ms, 11, 12) // the 11th of the window
 	assert.False(t, w.on)
 	w.prevEnd, w.agree = 0, 5
-	w.throttled(3000*ms, 20, 21, 2)
+	w.throttled(3000*ms, 20, 21)
 	assert.False(t, w.on, "never again")
 }
 
