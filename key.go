@@ -21,7 +21,7 @@ type keyEnv struct {
 	hosts hostTable
 	epoch time.Time // the origin of the pacer's clock (see now)
 
-	hostPauses atomic.Int64 // the end of the longest host pause, on the pacer's clock
+	scopePauses atomic.Int64 // the end of the longest scope pause, on the pacer's clock
 }
 
 // keyState is everything headway keeps for one key: its pacer, the queue in
@@ -34,8 +34,8 @@ type keyState struct {
 	// sharedLims are the limits reserved in the shared quota: lims, one
 	// request of each burst held in reserve (see sharedLimits).
 	sharedLims []Limit
-	host       *hostState
-	hostName   string
+	host       *hostState  // host.name is its host
+	scope      *scopeState // the keys of its credential on its host
 
 	mu sync.Mutex
 	// The first attempts of the current budget bucket, counted here, next
@@ -105,10 +105,11 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route st
 	// Fast path: nobody waits, a slot is free and the pacer allows it now.
 	if k.queue.head == nil && k.hasSlot() && k.outageGate(now) {
 		if d := k.earliest(now, 1, cost, route); d <= now {
-			k.take(now, now, cost, route, dep)
-			dep.direct = true
-			k.mu.Unlock()
-			return nil
+			if k.take(now, now, cost, route, dep) {
+				dep.direct = true
+				k.mu.Unlock()
+				return nil
+			}
 		}
 	}
 	if err := k.admissible(ctx, now, cost, front, route); err != nil {
@@ -143,6 +144,11 @@ type departure struct {
 	// direct: it left on acquire's fast path, and sent is the clock read
 	// of the goroutine that sends it, taken just before.
 	direct bool
+	// probeRoute is the route of a key whose server names buckets, when
+	// this is the route's first request: its others wait for its answer.
+	probeRoute string
+	// scopeSeq is its number in its scope, once the scope counts; 0 if not.
+	scopeSeq uint64
 }
 
 // earliest returns when n requests costing cost in all may leave on route,
@@ -151,14 +157,19 @@ type departure struct {
 // pace learned from bare throttles.
 func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 	d := k.pacer.earliest(now, n, cost)
-	if now < k.env.hostPauses.Load() {
-		d = max(d, k.host.pauseUntil.Load()) // some host is paused: maybe this one
+	if now < k.env.scopePauses.Load() {
+		d = max(d, k.scope.pauseUntil.Load()) // some scope is paused: maybe this one
 	}
 	if k.probing.Load() && k.firstSeq != 0 {
 		// A key that knows nothing of its server yet sends one request and
 		// waits for its answer before sending more, but not for long: a
 		// slow first answer (a long call) must not hold the others up.
 		d = max(d, satAdd(k.firstAt, int64(probeWait)))
+	}
+	if k.buckets != nil {
+		if at := k.buckets.routeProbe(route); at != 0 {
+			d = max(d, satAdd(at, int64(probeWait)))
+		}
 	}
 	if m, b := k.modelFor(route); m.known {
 		if md := m.earliest(d, float64(n)); md > d {
@@ -168,6 +179,9 @@ func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 		if b == nil {
 			d = k.dateSample(d, m)
 		}
+	}
+	if k.scope.active.Load() {
+		d = k.scope.earliest(d)
 	}
 	if k.window.on {
 		d = max(d, k.window.earliest(d))
@@ -179,10 +193,21 @@ func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 
 // take records a departure on route at d (the instant it was free to go,
 // for the pacer) and now (when it goes, for what the server will count),
-// into dep.
-func (k *keyState) take(d, now, cost int64, route string, dep *departure) {
+// into dep. It reports false, and records nothing, when another key of its
+// scope took what the scope's global window let go at d since k looked.
+func (k *keyState) take(d, now, cost int64, route string, dep *departure) bool {
+	var scopeSeq uint64
+	if k.scope.active.Load() {
+		var ok bool
+		if scopeSeq, ok = k.scope.take(d, max(d, now)); !ok {
+			return false
+		}
+	}
 	k.pacer.take(d, cost)
-	*dep = departure{seq: k.sent + 1, at: d, sent: max(d, now)}
+	*dep = departure{seq: k.sent + 1, at: d, sent: max(d, now), scopeSeq: scopeSeq}
+	if k.buckets != nil && k.buckets.probe(max(d, now), route) {
+		dep.probeRoute = route
+	}
 	if m, b := k.modelFor(route); b != nil {
 		b.sent++
 		dep.sub, dep.subSeq = b, b.sent
@@ -204,6 +229,7 @@ func (k *keyState) take(d, now, cost int64, route string, dep *departure) {
 	k.outageTake(k.sent)
 	k.unseen.Add(1)
 	k.occupy()
+	return true
 }
 
 // seen notes that a departure's outcome has been taken in (its response
@@ -272,6 +298,10 @@ func (k *keyState) abandon(w *waiter) {
 	now := k.env.now()
 	k.mu.Lock()
 	if w.admitted {
+		k.scope.answered(w.dep.scopeSeq, 0) // none will come
+		if bs := k.buckets; bs != nil && w.dep.probeRoute != "" {
+			delete(bs.probes, w.dep.probeRoute)
+		}
 		k.pacer.giveBack(now, w.cost)
 		k.releaseLocked(now)
 		k.settleLocked(now, w.dep.seq, hostUnknown)
@@ -349,7 +379,9 @@ func (k *keyState) dispatch(now int64) {
 			k.arm(now, d)
 			return
 		}
-		k.take(d, now, w.cost, w.route, &w.dep)
+		if !k.take(d, now, w.cost, w.route, &w.dep) {
+			continue // another key of its scope took the slot: look again
+		}
 		k.queue.remove(w)
 		w.admitted = true
 		w.ready <- struct{}{}
@@ -390,7 +422,7 @@ func (k *keyState) onTimer() {
 // breaker but a closed one.
 func (k *keyState) idle(now int64) bool {
 	return k.queue.head == nil && k.inflight == 0 && k.unseen.Load() == 0 && k.timerAt == 0 && k.pacer.idle(now) &&
-		k.model.idle(now) && k.aimd.idle(now) && k.window.idle() && k.host.pauseUntil.Load() <= now && k.statedUntil <= now && !k.out.down &&
+		k.model.idle(now) && k.aimd.idle(now) && k.window.idle() && k.scope.idle(now) && k.statedUntil <= now && !k.out.down &&
 		(k.br == nil || BreakerState(k.br.lastState.Load()) == BreakerClosed)
 }
 
@@ -457,20 +489,33 @@ func (k *keyState) endProbeNow() {
 	k.mu.Unlock()
 }
 
-// answered notes an answer to departure seq that said nothing of the
-// quota: while a window is being learned, it counts in what its cycle let
-// through.
-func (k *keyState) answered(seq uint64) {
-	if k.learning.Load() {
-		k.answeredNow(seq)
+// answered notes an answer to dep that said nothing of the quota: while a
+// window is being learned, it counts in what its cycle let through; the
+// first answer of a route, or one its scope counts, is noted too.
+func (k *keyState) answered(dep *departure) {
+	if k.learning.Load() || dep.probeRoute != "" || dep.scopeSeq != 0 {
+		k.answeredNow(dep)
 	}
 }
 
-func (k *keyState) answeredNow(seq uint64) {
+func (k *keyState) answeredNow(dep *departure) {
 	k.mu.Lock()
-	k.window.answered(seq)
-	k.align(k.env.now())
+	now := k.env.now()
+	k.window.answered(dep.seq)
+	k.scope.answered(dep.scopeSeq, now-dep.sent)
+	k.align(now)
+	k.routeDone(now, *dep, true)
 	k.mu.Unlock()
+}
+
+// unanswered notes that dep got no answer (it failed, or was not sent).
+func (k *keyState) unanswered(dep *departure) {
+	if dep.probeRoute != "" || dep.scopeSeq != 0 {
+		k.mu.Lock()
+		k.scope.answered(dep.scopeSeq, 0) // none will come
+		k.routeDone(k.env.now(), *dep, false)
+		k.mu.Unlock()
+	}
 }
 
 // observe applies what the response to dep, sent on route, said, at now.
@@ -481,7 +526,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.probing.Store(false)
-	pausedTill := max(k.pacer.pauseUntil, k.host.pauseUntil.Load()) // before this response
+	pausedTill := max(k.pacer.pauseUntil, k.scope.pauseUntil.Load()) // before this response
 	// A wait the server names holds the key for the cap at most: a longer
 	// one is remembered, and fails at once the requests it would hold
 	// longer (see holdStated).
@@ -490,11 +535,25 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 	if sig.Throttled && sig.HasWait {
 		until := satAdd(now, int64(wait))
 		if sig.Scope == ratelimitheader.ScopeGlobal {
-			k.host.pause(until)
-			k.env.hostPaused(until)
+			k.scope.pause(until)
+			k.env.scopePaused(until)
 		} else {
 			k.pacer.pause(until)
 		}
+	}
+	if k.buckets != nil {
+		k.buckets.routeAnswered(route)
+	}
+	global := sig.Throttled && sig.Scope == ratelimitheader.ScopeGlobal
+	switch {
+	case global && sig.HasWait && !sig.Permanent && sig.Wait%time.Second != 0:
+		// The end of the global window, to the millisecond.
+		k.scope.throttled(satAdd(now, int64(sig.Wait)), dep.scopeSeq)
+	default:
+		k.scope.answered(dep.scopeSeq, now-dep.sent)
+	}
+	if sig.Bucket != "" {
+		k.scope.activate() // per-route buckets: there may be a global limit over them
 	}
 	switch {
 	case sig.Bucket != "" && sig.HasRemaining:
@@ -519,7 +578,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 			w.ready <- struct{}{}
 		}
 	}
-	if sig.Throttled && sig.HasWait && !sig.HasRemaining && !sig.Permanent && sig.Wait%time.Second != 0 {
+	if sig.Throttled && sig.HasWait && !sig.HasRemaining && !sig.Permanent && sig.Wait%time.Second != 0 && !global {
 		// A wait in whole seconds ends up to a second after the boundary it
 		// rounds: only a finer one (a date on a skewed clock, Discord's
 		// retry_after) can say where windows end, and a date only once the

@@ -288,6 +288,7 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	if err != nil {
 		hv = hostVerdict(nil, err, ctx.Err(), sig)
 		k.settle(&s.dep, hv)
+		k.unanswered(&s.dep)
 		k.endProbe()
 		s.free()
 	} else {
@@ -350,6 +351,7 @@ func (s *slot) unsent() {
 	}
 	s.k.settle(&s.dep, hostUnknown)
 	s.k.unsentFirst(s.dep.seq)
+	s.k.unanswered(&s.dep)
 	s.k.release()
 	s.k.seen()
 }
@@ -501,7 +503,7 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep *departure, ro
 		hv := hostVerdict(resp, nil, ctx.Err(), sig)
 		k.settle(dep, hv)
 		k.endProbe()
-		k.answered(dep.seq)
+		k.answered(dep)
 		return hv
 	}
 	in := ratelimitheader.Input{Status: resp.StatusCode, Header: resp.Header}
@@ -523,7 +525,7 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep *departure, ro
 	k.settle(dep, hv)
 	if !sig.Throttled && !sig.HasWait && !sig.HasRemaining && sig.Limit == 0 {
 		k.endProbe()
-		k.answered(dep.seq)
+		k.answered(dep)
 		return hv
 	}
 	now := t.now()
@@ -582,17 +584,18 @@ func (t *Transport) pacerTime(at time.Time) int64 {
 
 func (t *Transport) newKey(key string, req *http.Request) *keyState {
 	lims := t.cfg.limitsFor(req)
-	k := &keyState{env: &t.keyEnv, lims: lims, hostName: req.URL.Host}
+	k := &keyState{env: &t.keyEnv, lims: lims}
 	k.pacer.init(lims)
 	if t.cfg.shared != nil {
 		k.sharedLims = withReserve(lims)
 	}
-	k.host = t.hosts.get(k.hostName)
+	k.host = t.hosts.get(req.URL.Host)
+	k.scope = k.host.scope(credential(t.keys.seed, req))
 	k.budget = t.retry.newBudget(t.epoch)
 	if t.cfg.breaker != nil {
 		s := *t.cfg.breaker
 		if t.obs != nil {
-			s.OnStateChange = t.obs.breakerHook(key, k.hostName, s.OnStateChange)
+			s.OnStateChange = t.obs.breakerHook(key, k.host.name, s.OnStateChange)
 		}
 		k.br = newBreaker(key, s)
 		k.br.hold = s.Hold

@@ -49,14 +49,21 @@ type learnedWindow struct {
 	inThr   uint64
 	inLimit float64
 
-	on     bool
-	off    bool    // a window proved wrong in a way only a bucket explains: learn no more
-	taken  uint64  // departures taken so far
-	start  uint64  // departures taken before the current window began
-	limit  float64 // requests per window
-	period int64   // the window's length
-	end    int64   // the end of the current window
-	left   float64 // requests left in it
+	first float64 // with precise: what the first cycle let through; 0 until counted
+
+	on  bool
+	off bool // a window proved wrong in a way only a bucket explains: learn no more
+	// precise: each throttle names the end of its window to the
+	// millisecond, from the first on (a global limit's retry_after): what
+	// the cycles so far let through then stands for the quota while the
+	// window is learned (see probeAt).
+	precise bool
+	taken   uint64  // departures taken so far
+	start   uint64  // departures taken before the current window began
+	limit   float64 // requests per window
+	period  int64   // the window's length
+	end     int64   // the end of the current window
+	left    float64 // requests left in it
 }
 
 // windowTolerance is how much two cycles of one window may differ in
@@ -134,10 +141,14 @@ func (w *learnedWindow) complete() {
 		return
 	}
 	w.counted = true
+	through := float64(w.curSent-w.prevSent) - float64(w.curThr)
+	if w.prevEnd == 0 && w.precise {
+		w.first = max(through, 1)
+	}
 	if w.prevEnd == 0 || w.curEnd <= w.prevEnd {
 		return
 	}
-	w.count(float64(w.curSent-w.prevSent)-float64(w.curThr), w.curEnd-w.prevEnd)
+	w.count(through, w.curEnd-w.prevEnd)
 	if !w.on && !w.off && w.agree >= 2 && w.quota >= 1 && w.minSpan > windowTolerance {
 		// Windows are set in round numbers: a cycle measured to within the
 		// jitter of a response is taken to the nearest 10 ms.
@@ -199,6 +210,27 @@ func (w *learnedWindow) take(now int64) {
 		w.left--
 	}
 	w.taken++
+}
+
+// probeAt returns, for a precise window not yet in use, when a departure
+// at d may leave at the earliest, and ok true if it is held: once the
+// last named end has passed and the quota counted so far is spent after
+// it, each further request goes alone, after the answers to every one
+// before it in the cycle (or at latest), until one is throttled and
+// names the next end, which measures the window's length. A throttle of
+// the cycle costs one request, not every one in flight.
+func (w *learnedWindow) probeAt(d, latest int64) (int64, bool) {
+	if !w.precise || w.on || w.off || w.first == 0 || w.curEnd == 0 || d < w.curEnd {
+		return 0, false
+	}
+	q := w.first
+	if w.minSpan > 0 {
+		q = max(w.quota, 1) // the fewest the shortest cycles let through
+	}
+	if n := w.taken - w.curSent; float64(n) < q || w.nextAns >= n {
+		return 0, false
+	}
+	return latest, true
 }
 
 // idle reports whether the window holds nothing a new one would not learn
