@@ -721,8 +721,11 @@ func (k *keyState) countRequest(at int64) {
 	if k.budget == nil {
 		return
 	}
-	if idx := at / int64(k.budget.width); idx != k.budgetIdx.Load() {
-		k.flushBudget(idx)
+	// Still in the bucket counted in: at in [idx·w, idx·w+w), checked
+	// without a division.
+	w, idx := int64(k.budget.width), k.budgetIdx.Load()
+	if lo := idx * w; at < lo || at-lo >= w {
+		k.flushBudget(at / w)
 	}
 	k.budgetCur.Add(1)
 }
