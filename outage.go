@@ -127,6 +127,13 @@ const statusOverloaded = 529
 // 529 with Retry-After): that one pauses the key instead. A transport error
 // is a failure when it may pass with time (see retryableError).
 func hostVerdict(resp *http.Response, err error, ctxErr error, sig *ratelimitheader.Signal) outageVerdict {
+	if ctxErr == nil && err == nil && resp.StatusCode < 500 {
+		return hostUp // the common case, inlined
+	}
+	return hostVerdictOf(resp, err, ctxErr, sig)
+}
+
+func hostVerdictOf(resp *http.Response, err error, ctxErr error, sig *ratelimitheader.Signal) outageVerdict {
 	if ctxErr != nil {
 		return hostUnknown
 	}
