@@ -21,11 +21,12 @@ type shapeResult struct {
 	efficiency float64
 	throttled  int64 // throttled responses the server sent
 	early      int64 // requests sent inside a wait the server announced
+	ignored    int64 // of them, those sent after the announcement reached the client
 }
 
 func (r shapeResult) String() string {
-	return fmt.Sprintf("%2d workers: efficiency %.3f (%v), %d throttled, %d sent inside an announced wait",
-		r.workers, r.efficiency, r.elapsed.Round(time.Millisecond), r.throttled, r.early)
+	return fmt.Sprintf("%2d workers: efficiency %.3f (%v), %d throttled, %d sent inside an announced wait (%d after it came)",
+		r.workers, r.efficiency, r.elapsed.Round(time.Millisecond), r.throttled, r.early, r.ignored)
 }
 
 // published is the limit a user would configure for sh from its docs.
@@ -73,7 +74,7 @@ func runShape(tb testing.TB, sh fakeserver.Shape, srv *fakeserver.Server, base h
 	wg.Wait()
 	client.CloseIdleConnections()
 	st := srv.Stats()
-	r := shapeResult{workers: workers, elapsed: last.Sub(start), throttled: st.Rejected, early: st.Early}
+	r := shapeResult{workers: workers, elapsed: last.Sub(start), throttled: st.Rejected, early: st.Early, ignored: st.Ignored}
 	r.efficiency = sh.Least(n, start).Seconds() / r.elapsed.Seconds()
 	return r
 }
@@ -122,6 +123,9 @@ func runShapeCases(t *testing.T, cases []shapeCase) {
 						}
 						if r.early != 0 && !c.earlyOK {
 							t.Errorf("%d sent inside an announced wait", r.early)
+						}
+						if r.ignored != 0 {
+							t.Errorf("%d sent inside an announced wait after it came", r.ignored)
 						}
 					})
 				})
