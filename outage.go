@@ -246,18 +246,14 @@ func (k *keyState) outageTake(seq uint64) {
 // slot, a body read, a hook), so the clock read that let it go stands for
 // the send's; otherwise the clock is read again.
 func (k *keyState) sending(dep *departure, direct bool) {
-	if k.env.probe.initial <= 0 {
-		return
+	// Nothing to do while an earlier send is still unanswered.
+	if k.env.probe.initial > 0 && k.out.firstOut.Load() == 0 {
+		at := dep.sent
+		if !direct {
+			at = k.env.now()
+		}
+		k.out.firstOut.CompareAndSwap(0, at+1)
 	}
-	o := &k.out
-	if o.firstOut.Load() != 0 {
-		return // an earlier send is still unanswered
-	}
-	at := dep.sent
-	if !direct {
-		at = k.env.now()
-	}
-	o.firstOut.CompareAndSwap(0, at+1)
 }
 
 // settle tells k how departure dep ended, and lets the queue go on if it
