@@ -86,7 +86,8 @@
 // headway and serves any HTTP client. A [ratelimitheader.Parser] with more
 // [ratelimitheader.Dialect] values teaches it other vendors. The
 // Transport reads them after every response: a throttle pauses the key (or
-// the host, for a global scope) and its request is sent again first when the
+// every key of its credential on the host, for a global scope, which is
+// then learned as a window they share) and its request is sent again first when the
 // pause ends ([WithRetry]); a stated quota is spent, then waited for; bare
 // 429s slow a key without limits down, while a key with configured limits
 // goes back to them after a rare throttle's pause. Every wait a server

@@ -27,7 +27,8 @@ type Hooks struct {
 	OnThrottle func(ThrottleEvent)
 
 	// OnPause is called when a throttled response that names a wait pauses
-	// its key (or, for a global scope, every key of its host).
+	// its key (or, for a global scope, every key of its credential on its
+	// host: of its Authorization header, or X-Api-Key without one).
 	OnPause func(PauseEvent)
 
 	// OnRetry is called when the Transport has decided to send a request
@@ -59,7 +60,7 @@ type PauseEvent struct {
 	Key     string        // the key whose response paused it; may hold credentials
 	Request *http.Request // the caller's request; it must not be changed
 	Wait    time.Duration // how long from now nothing of the key leaves
-	Global  bool          // the pause holds every key of the request's host
+	Global  bool          // the pause holds every key of the request's credential on its host (see WithKey)
 	// Stated is the wait the server named when it was above the cap of
 	// WithMaxServerWait, and Wait the cap; 0 otherwise.
 	Stated time.Duration

@@ -6,17 +6,19 @@ import (
 	"time"
 )
 
-// hostState is what the keys of one host share: a pause that applies to
-// all of them (a global scope), and the estimate of the host's clock.
+// hostState is what the keys of one host share: the estimate of the
+// host's clock, and the scopes of its credentials (see scopeState).
 type hostState struct {
-	pauseUntil atomic.Int64 // pacer nanoseconds; nothing of the host leaves before
-	offsetNs   atomic.Int64 // the estimate of offset, for readers without the lock
-	hasOffset  atomic.Bool
-	wantDates  atomic.Bool // the offset is not known well yet: read every response's Date
+	name string // the host, as the URL names it
+
+	offsetNs  atomic.Int64 // the estimate of offset, for readers without the lock
+	hasOffset atomic.Bool
+	wantDates atomic.Bool // the offset is not known well yet: read every response's Date
 
 	mu     sync.Mutex
-	refs   int         // keys that point here
-	offset clockOffset // the server's clock less ours
+	refs   int                    // keys that point here
+	offset clockOffset            // the server's clock less ours
+	scopes map[uint64]*scopeState // by credential
 }
 
 // clockOffset returns the estimated offset of the host's clock from ours.
@@ -44,15 +46,6 @@ func (h *hostState) observeDate(date, sent, recv time.Time) {
 	h.offsetNs.Store(int64(h.offset.estimate()))
 	h.hasOffset.Store(true)
 	h.wantDates.Store(!h.offset.known())
-}
-
-func (h *hostState) pause(until int64) {
-	for {
-		cur := h.pauseUntil.Load()
-		if until <= cur || h.pauseUntil.CompareAndSwap(cur, until) {
-			return
-		}
-	}
 }
 
 // clockOffset bounds the offset of a server's clock from ours. A Date
@@ -114,7 +107,7 @@ func (ht *hostTable) get(host string) *hostState {
 		if ht.m == nil {
 			ht.m = make(map[string]*hostState)
 		}
-		h = &hostState{}
+		h = &hostState{name: host}
 		h.wantDates.Store(true)
 		ht.m[host] = h
 	}
@@ -127,16 +120,5 @@ func (ht *hostTable) put(host string, h *hostState) {
 	defer ht.mu.Unlock()
 	if h.refs--; h.refs == 0 && ht.m[host] == h {
 		delete(ht.m, host)
-	}
-}
-
-// hostPaused notes that some host of e is paused until until: keys look at
-// their host's pause only while some host's pause may last.
-func (e *keyEnv) hostPaused(until int64) {
-	for {
-		cur := e.hostPauses.Load()
-		if until <= cur || e.hostPauses.CompareAndSwap(cur, until) {
-			return
-		}
 	}
 }

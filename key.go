@@ -21,7 +21,7 @@ type keyEnv struct {
 	hosts hostTable
 	epoch time.Time // the origin of the pacer's clock (see now)
 
-	hostPauses atomic.Int64 // the end of the longest host pause, on the pacer's clock
+	scopePauses atomic.Int64 // the end of the longest scope pause, on the pacer's clock
 }
 
 // keyState is everything headway keeps for one key: its pacer, the queue in
@@ -34,8 +34,8 @@ type keyState struct {
 	// sharedLims are the limits reserved in the shared quota: lims, one
 	// request of each burst held in reserve (see sharedLimits).
 	sharedLims []Limit
-	host       *hostState
-	hostName   string
+	host       *hostState  // host.name is its host
+	scope      *scopeState // the keys of its credential on its host
 
 	mu sync.Mutex
 	// The first attempts of the current budget bucket, counted here, next
@@ -51,6 +51,7 @@ type keyState struct {
 	aimdB    bucket        // aimd's pace, as a bucket of burst 1 that counts requests
 	window   learnedWindow // a fixed window learned from the throttles' waits
 	learning atomic.Bool   // the window counts answers that say nothing (see answered)
+	unseen   atomic.Int32  // departures whose outcome the key has not yet taken in
 	sent     uint64        // departures so far; the last one's number
 	firstAt  int64         // when the first departure left
 	probing  atomic.Bool   // no response has come yet
@@ -59,9 +60,8 @@ type keyState struct {
 	br       *breaker      // nil without WithBreaker
 	out      outage        // whether its host is down; see outage.go
 	queue    waitList
-	inflight int          // counted only with a bound on it
-	unseen   atomic.Int32 // departures whose outcome the key has not yet taken in
-	freedAt  int64        // when a full in-flight set last had a slot again
+	inflight int   // counted only with a bound on it
+	freedAt  int64 // when a full in-flight set last had a slot again
 	timer    *time.Timer
 	timerAt  int64 // when the armed timer fires; 0 when disarmed
 	evicted  bool  // removed from the key table; look the key up again
@@ -97,37 +97,39 @@ type bareThrottle struct {
 
 // acquire waits until a request of the given cost may leave on k, or fails.
 // On success the request holds one in-flight slot of k, which release gives
-// back, and acquire returns the number of its departure. A retry goes to
-// the front of the queue, ahead of new work. errEvicted asks the caller to
-// look the key up again.
-func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route string) (departure, error) {
+// back, and acquire writes its departure to dep. A retry goes to the front
+// of the queue, ahead of new work. errEvicted asks the caller to look the
+// key up again.
+func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route string, dep *departure) error {
 	now := k.env.now()
 	k.mu.Lock()
 	if k.evicted {
 		k.mu.Unlock()
-		return departure{}, errEvicted
+		return errEvicted
 	}
 	if i, ok := k.pacer.tooBig(cost); ok {
 		k.mu.Unlock()
-		return departure{}, &CostError{Cost: int(cost), Limit: k.lims[i]}
+		return &CostError{Cost: int(cost), Limit: k.lims[i]}
 	}
 	if k.statedUntil > now {
 		if err := k.holdStated(now); err != nil {
 			k.mu.Unlock()
-			return departure{}, err
+			return err
 		}
 	}
 	// Fast path: nobody waits, a slot is free and the pacer allows it now.
 	if k.queue.head == nil && k.hasSlot() && k.outageGate(now) {
 		if d := k.earliest(now, 1, cost, route); d <= now {
-			dep := k.take(now, now, cost, route)
-			k.mu.Unlock()
-			return dep, nil
+			if k.take(now, now, cost, route, dep) {
+				dep.direct = true
+				k.mu.Unlock()
+				return nil
+			}
 		}
 	}
 	if err := k.admissible(ctx, now, cost, front, route); err != nil {
 		k.mu.Unlock()
-		return departure{}, err
+		return err
 	}
 	w := &waiter{ready: make(chan struct{}, 1), cost: cost, arrival: now, route: route}
 	w.deadline = k.deadline(ctx, now)
@@ -139,9 +141,10 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route st
 	k.dispatch(now)
 	k.mu.Unlock()
 	if err := k.wait(ctx, w); err != nil {
-		return departure{}, err
+		return err
 	}
-	return w.dep, nil
+	*dep = w.dep
+	return nil
 }
 
 // departure is a request's leave to go: its number on the key, and when it
@@ -153,6 +156,14 @@ type departure struct {
 	sent   int64 // when it went: at, or later if the key let it go late
 	sub    *bucketModel
 	subSeq uint64
+	// direct: it left on acquire's fast path, and sent is the clock read
+	// of the goroutine that sends it, taken just before.
+	direct bool
+	// probeRoute is the route of a key whose server names buckets, when
+	// this is the route's first request: its others wait for its answer.
+	probeRoute string
+	// scopeSeq is its number in its scope, once the scope counts; 0 if not.
+	scopeSeq uint64
 }
 
 // earliest returns when n requests costing cost in all may leave on route,
@@ -161,14 +172,19 @@ type departure struct {
 // pace learned from bare throttles.
 func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 	d := k.pacer.earliest(now, n, cost)
-	if now < k.env.hostPauses.Load() {
-		d = max(d, k.host.pauseUntil.Load()) // some host is paused: maybe this one
+	if now < k.env.scopePauses.Load() {
+		d = max(d, k.scope.pauseUntil.Load()) // some scope is paused: maybe this one
 	}
 	if k.probing.Load() && k.firstSeq != 0 {
 		// A key that knows nothing of its server yet sends one request and
 		// waits for its answer before sending more, but not for long: a
 		// slow first answer (a long call) must not hold the others up.
 		d = max(d, satAdd(k.firstAt, int64(probeWait)))
+	}
+	if k.buckets != nil {
+		if at := k.buckets.routeProbe(route); at != 0 {
+			d = max(d, satAdd(at, int64(probeWait)))
+		}
 	}
 	if m, b := k.modelFor(route); m.known {
 		if md := m.earliest(d, float64(n)); md > d {
@@ -179,19 +195,37 @@ func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 			d = k.dateSample(d, m)
 		}
 	}
+	if k.scope.active.Load() {
+		d = k.scope.earliest(d)
+	}
 	if k.window.on {
 		d = max(d, k.window.earliest(d))
 	} else if k.aimd.active {
 		d = k.aimdB.Earliest(d, n, cost)
 	}
+	if at, ok := k.window.probeAt(d, satAdd(k.window.lastAt, int64(probeWait))); ok {
+		d = max(d, at) // until the answers to the ones before come (see answered)
+	}
 	return k.outageFloor(d)
 }
 
 // take records a departure on route at d (the instant it was free to go,
-// for the pacer) and now (when it goes, for what the server will count).
-func (k *keyState) take(d, now, cost int64, route string) departure {
+// for the pacer) and now (when it goes, for what the server will count),
+// into dep. It reports false, and records nothing, when another key of its
+// scope took what the scope's global window let go at d since k looked.
+func (k *keyState) take(d, now, cost int64, route string, dep *departure) bool {
+	var scopeSeq uint64
+	if k.scope.active.Load() {
+		var ok bool
+		if scopeSeq, ok = k.scope.take(d, max(d, now)); !ok {
+			return false
+		}
+	}
 	k.pacer.take(d, cost)
-	dep := departure{seq: k.sent + 1, at: d, sent: max(d, now)}
+	*dep = departure{seq: k.sent + 1, at: d, sent: max(d, now), scopeSeq: scopeSeq}
+	if k.buckets != nil && k.buckets.probe(max(d, now), route) {
+		dep.probeRoute = route
+	}
 	if m, b := k.modelFor(route); b != nil {
 		b.sent++
 		dep.sub, dep.subSeq = b, b.sent
@@ -213,7 +247,7 @@ func (k *keyState) take(d, now, cost int64, route string) departure {
 	k.outageTake(k.sent)
 	k.unseen.Add(1)
 	k.occupy()
-	return dep
+	return true
 }
 
 // seen notes that a departure's outcome has been taken in (its response
@@ -282,10 +316,14 @@ func (k *keyState) abandon(w *waiter) {
 	now := k.env.now()
 	k.mu.Lock()
 	if w.admitted {
+		k.scope.answered(w.dep.scopeSeq, 0) // none will come
+		if bs := k.buckets; bs != nil && w.dep.probeRoute != "" {
+			delete(bs.probes, w.dep.probeRoute)
+		}
 		k.pacer.giveBack(now, w.cost)
 		k.releaseLocked(now)
 		k.settleLocked(now, w.dep.seq, hostUnknown)
-		k.out.lastAnswer.Store(now + 1)
+		k.out.firstOut.Store(0) // it was not sent: what was out counts as answered
 		k.seen()
 	} else {
 		k.queue.remove(w)
@@ -359,7 +397,9 @@ func (k *keyState) dispatch(now int64) {
 			k.arm(now, d)
 			return
 		}
-		w.dep = k.take(d, now, w.cost, w.route)
+		if !k.take(d, now, w.cost, w.route, &w.dep) {
+			continue // another key of its scope took the slot: look again
+		}
 		k.queue.remove(w)
 		w.admitted = true
 		w.ready <- struct{}{}
@@ -400,7 +440,7 @@ func (k *keyState) onTimer() {
 // breaker but a closed one.
 func (k *keyState) idle(now int64) bool {
 	return k.queue.head == nil && k.inflight == 0 && k.unseen.Load() == 0 && k.timerAt == 0 && k.pacer.idle(now) &&
-		k.model.idle(now) && k.aimd.idle(now) && k.window.idle() && k.host.pauseUntil.Load() <= now && k.statedUntil <= now && !k.out.down &&
+		k.model.idle(now) && k.aimd.idle(now) && k.window.idle() && k.scope.idle(now) && k.statedUntil <= now && !k.out.down &&
 		(k.br == nil || BreakerState(k.br.lastState.Load()) == BreakerClosed)
 }
 
@@ -452,34 +492,59 @@ func (k *keyState) unsentFirst(seq uint64) {
 	k.mu.Unlock()
 }
 
-// endProbe lets a key that waited for its first answer go on.
+// endProbe lets a key that waited for its first answer go on. The test is
+// inlined; the work is not.
 func (k *keyState) endProbe() {
 	if k.probing.Load() {
-		k.mu.Lock()
-		k.probing.Store(false)
-		k.dispatch(k.env.now())
-		k.mu.Unlock()
+		k.endProbeNow()
 	}
 }
 
+func (k *keyState) endProbeNow() {
+	k.mu.Lock()
+	k.probing.Store(false)
+	k.dispatch(k.env.now())
+	k.mu.Unlock()
+}
+
 // answered notes an answer to dep that said nothing of the quota: while a
-// window is being learned, it counts in what its cycle let through.
-func (k *keyState) answered(dep departure) {
-	if k.learning.Load() {
+// window is being learned, it counts in what its cycle let through; the
+// first answer of a route, or one its scope counts, is noted too.
+func (k *keyState) answered(dep *departure) {
+	if k.learning.Load() || dep.probeRoute != "" || dep.scopeSeq != 0 {
+		k.answeredNow(dep)
+	}
+}
+
+func (k *keyState) answeredNow(dep *departure) {
+	k.mu.Lock()
+	now := k.env.now()
+	k.window.answered(dep.seq)
+	k.scope.answered(dep.scopeSeq, now-dep.sent)
+	k.align(now)
+	k.routeDone(now, *dep, true)
+	k.mu.Unlock()
+}
+
+// unanswered notes that dep got no answer (it failed, or was not sent).
+func (k *keyState) unanswered(dep *departure) {
+	if dep.probeRoute != "" || dep.scopeSeq != 0 {
 		k.mu.Lock()
-		k.window.answered(dep.seq)
+		k.scope.answered(dep.scopeSeq, 0) // none will come
+		k.routeDone(k.env.now(), *dep, false)
 		k.mu.Unlock()
 	}
 }
 
 // observe applies what the response to dep, sent on route, said, at now.
-// coarse reports that the response stated its reset to the second.
-func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimitheader.Signal, coarse bool) {
+// coarse reports that the response stated its reset to the second, and
+// off is the estimate of the server's clock less ours it was read with.
+func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimitheader.Signal, coarse bool, off time.Duration) {
 	seq := dep.seq
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.probing.Store(false)
-	pausedTill := max(k.pacer.pauseUntil, k.host.pauseUntil.Load()) // before this response
+	pausedTill := max(k.pacer.pauseUntil, k.scope.pauseUntil.Load()) // before this response
 	// A wait the server names holds the key for the cap at most: a longer
 	// one is remembered, and fails at once the requests it would hold
 	// longer (see holdStated).
@@ -488,11 +553,25 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 	if sig.Throttled && sig.HasWait {
 		until := satAdd(now, int64(wait))
 		if sig.Scope == ratelimitheader.ScopeGlobal {
-			k.host.pause(until)
-			k.env.hostPaused(until)
+			k.scope.pause(until)
+			k.env.scopePaused(until)
 		} else {
 			k.pacer.pause(until)
 		}
+	}
+	if k.buckets != nil {
+		k.buckets.routeAnswered(route)
+	}
+	global := sig.Throttled && sig.Scope == ratelimitheader.ScopeGlobal
+	switch {
+	case global && sig.HasWait && !sig.Permanent && sig.Wait%time.Second != 0:
+		// The end of the global window, to the millisecond.
+		k.scope.throttled(satAdd(now, int64(sig.Wait)), dep.scopeSeq)
+	default:
+		k.scope.answered(dep.scopeSeq, now-dep.sent)
+	}
+	if sig.Bucket != "" {
+		k.scope.activate() // per-route buckets: there may be a global limit over them
 	}
 	switch {
 	case sig.Bucket != "" && sig.HasRemaining:
@@ -504,7 +583,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 			dep.sub.m.correct(now, dep.at, 1)
 		}
 	default:
-		k.model.secondReset = coarse
+		k.model.secondReset, k.model.offset = coarse, int64(off)
 		k.model.observe(now, seq, k.sent, sig)
 		k.model.resetAt = min(k.model.resetAt, satAdd(now, int64(limit)))
 	}
@@ -517,11 +596,12 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 			w.ready <- struct{}{}
 		}
 	}
-	if sig.Throttled && sig.HasWait && !sig.HasRemaining && !sig.Permanent && sig.Wait%time.Second != 0 {
+	if sig.Throttled && sig.HasWait && !sig.HasRemaining && !sig.Permanent && sig.Wait%time.Second != 0 && !global {
 		// A wait in whole seconds ends up to a second after the boundary it
 		// rounds: only a finer one (a date on a skewed clock, Discord's
 		// retry_after) can say where windows end, and a date only once the
 		// server's clock is known well.
+		k.window.unheard(k.sent, uint64(max(k.unseen.Load(), 1)))
 		k.window.throttled(satAdd(now, int64(sig.Wait)), seq, k.sent)
 	}
 	k.window.answered(seq)
@@ -535,6 +615,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 		// (A fleet-paced key's is the fleet's: see Transport.learnShared.)
 		k.cut(bareThrottle{now: now, seq: seq, pausedTill: pausedTill, wait: wait, hasWait: sig.HasWait})
 	}
+	k.align(now)
 	k.dispatch(now)
 }
 
@@ -589,7 +670,7 @@ func (k *keyState) settleBare(b bareThrottle, shared bool) {
 		k.aimd, k.aimdB = aimd{}, bucket{}
 		return
 	}
-	b.pausedTill = max(k.pacer.pauseUntil, k.host.pauseUntil.Load())
+	b.pausedTill = max(k.pacer.pauseUntil, k.scope.pauseUntil.Load())
 	k.cut(b)
 	k.dispatch(k.env.now())
 }
@@ -691,8 +772,11 @@ func (k *keyState) countRequest(at int64) {
 	if k.budget == nil {
 		return
 	}
-	if idx := at / int64(k.budget.width); idx != k.budgetIdx.Load() {
-		k.flushBudget(idx)
+	// Still in the bucket counted in: at in [idx·w, idx·w+w), checked
+	// without a division.
+	w, idx := int64(k.budget.width), k.budgetIdx.Load()
+	if lo := idx * w; at < lo || at-lo >= w {
+		k.flushBudget(at / w)
 	}
 	k.budgetCur.Add(1)
 }

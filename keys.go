@@ -94,7 +94,8 @@ func (s *keyShard) sweep(now int64) {
 		}
 		k.mu.Unlock()
 		if idle {
-			k.env.hosts.put(k.hostName, k.host)
+			k.host.putScope(k.scope)
+			k.env.hosts.put(k.host.name, k.host)
 		}
 	}
 	s.sweepAfter = max(minSweepAfter, 2*len(s.m))

@@ -29,7 +29,9 @@ import (
 //	                          once), in its key's queue and for the shared
 //	                          quota
 //	headway.pauses            counter, {pause}: throttles that paused a
-//	                          key (scope "key") or a host (scope "host")
+//	                          key (scope "key") or, for a global scope,
+//	                          the keys of a credential on a host (scope
+//	                          "host")
 //	headway.breaker.changes   counter, {change}: breaker state changes,
 //	                          with from and to (see WithBreaker)
 //	headway.queue.length      gauge, {request}: requests waiting
@@ -294,7 +296,7 @@ func (in *instruments) collect(t *Transport, obs metric.Observer) {
 				kv = append(kv, attrKey.String(keyID(key)))
 			}
 			if in.hosts {
-				kv = append(kv, attrHost.String(k.hostName))
+				kv = append(kv, attrHost.String(k.host.name))
 			}
 			g := get(attribute.NewSet(kv...))
 			k.mu.Lock()

@@ -106,6 +106,16 @@ func WithSpread() Option {
 // most), the key sends one request and holds the others, with limits or
 // without; then what the server says is left caps the limits.
 //
+// A limit whose Burst is its Count (a quota per Period, as providers
+// publish them) is paced as a bucket until the server proves that it counts
+// fixed windows of that Period (stated resets that stay put while the quota
+// drains, then the whole quota back at once; or throttles whose waits end
+// a window apart). From then on it is counted in the server's windows: up
+// to Count units in each, from its boundary, as the server's clock places
+// it. It still never lets more than Count into one of the server's
+// windows, but across a boundary up to twice Count may leave within a
+// short span, which the server allows and a bucket would not.
+//
 // By default no limit is set: requests leave as fast as they come, and
 // only QueueOptions and WithMaxInFlight apply. New panics if a limit is
 // invalid (see Limit).
@@ -176,8 +186,8 @@ func WithCost(ctx context.Context, n int) context.Context {
 
 // costOf returns the cost of req: from its context, else from the cost
 // func, else 1.
-func (c *config) costOf(req *http.Request) int64 {
-	if n, ok := req.Context().Value(costKey{}).(int); ok {
+func (c *config) costOf(ctx context.Context, req *http.Request) int64 {
+	if n, ok := ctx.Value(costKey{}).(int); ok {
 		return int64(n)
 	}
 	if c.costFunc != nil {

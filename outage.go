@@ -45,10 +45,9 @@ type outage struct {
 	logged    atomic.Uint64 // changes logged (see observer.outage)
 
 	// What tells a stall (see outageGate).
-	firstOut   atomic.Int64 // 1 + when the first request sent since the last answer went
-	lastAnswer atomic.Int64 // 1 + when the last answer came; 0: none
-	latency    atomic.Int64 // the usual latency of an answer; 0: none yet
-	stalled    atomic.Bool  // the queue waits for an answer
+	firstOut atomic.Int64 // 1 + when the first request sent since the last answer went; 0: none
+	latency  atomic.Int64 // the usual latency of an answer; 0: none yet
+	stalled  atomic.Bool  // the queue waits for an answer
 }
 
 // setDown sets o.down, and its copy read without the lock.
@@ -128,6 +127,13 @@ const statusOverloaded = 529
 // 529 with Retry-After): that one pauses the key instead. A transport error
 // is a failure when it may pass with time (see retryableError).
 func hostVerdict(resp *http.Response, err error, ctxErr error, sig *ratelimitheader.Signal) outageVerdict {
+	if ctxErr == nil && err == nil && resp.StatusCode < 500 {
+		return hostUp // the common case, inlined
+	}
+	return hostVerdictOf(resp, err, ctxErr, sig)
+}
+
+func hostVerdictOf(resp *http.Response, err error, ctxErr error, sig *ratelimitheader.Signal) outageVerdict {
 	if ctxErr != nil {
 		return hostUnknown
 	}
@@ -196,7 +202,7 @@ func (k *keyState) outageGate(now int64) bool {
 	}
 	lat := o.latency.Load()
 	first := o.firstOut.Load()
-	if lat == 0 || first <= o.lastAnswer.Load() {
+	if lat == 0 || first == 0 {
 		return true // nothing known, or nothing unanswered
 	}
 	quiet, thr := now+1-first, satAdd(satMul(stallFactor, lat), int64(stallMargin))
@@ -234,40 +240,50 @@ func (k *keyState) outageTake(seq uint64) {
 	}
 }
 
-// sending notes that a request of k goes to the server now: a departure
-// may wait for a shared quota's slot after it leaves the queue, and a
-// stall is counted from the send.
-func (k *keyState) sending() {
-	if k.env.probe.initial <= 0 {
-		return
-	}
-	o := &k.out
-	if first, last := o.firstOut.Load(), o.lastAnswer.Load(); first <= last {
-		// A send at the instant of the last answer counts as answered: a
-		// stall is looked for from the next one.
-		o.firstOut.CompareAndSwap(first, max(k.env.now()+1, last))
+// sending notes that departure dep of k goes to the server now: a stall is
+// counted from the first send since the last answer. When direct, dep left
+// on acquire's fast path and nothing since could wait (a shared quota's
+// slot, a body read, a hook), so the clock read that let it go stands for
+// the send's; otherwise the clock is read again.
+func (k *keyState) sending(dep *departure, direct bool) {
+	// Nothing to do while an earlier send is still unanswered.
+	if k.env.probe.initial > 0 && k.out.firstOut.Load() == 0 {
+		at := dep.sent
+		if !direct {
+			at = k.env.now()
+		}
+		k.out.firstOut.CompareAndSwap(0, at+1)
 	}
 }
 
 // settle tells k how departure dep ended, and lets the queue go on if it
 // may. Every departure is settled once: hostUnknown for one that was not
 // sent or whose caller gave up.
-func (k *keyState) settle(dep departure, v outageVerdict) {
+//
+// An answer ends the silence a stall is counted in. Its latency is timed
+// where the stall rule may use it: when no latency is known yet, when
+// another request of k is out or waiting (the rule holds requests back
+// only then), and otherwise for one answer in latencySample, which keeps
+// the average fresh for when that comes, without a clock read per request.
+func (k *keyState) settle(dep *departure, v outageVerdict) {
 	o := &k.out
 	on := k.env.probe.initial > 0
 	if on {
-		now := k.env.now()
-		for last := o.lastAnswer.Load(); last < now+1 && !o.lastAnswer.CompareAndSwap(last, now+1); {
-			last = o.lastAnswer.Load() // answers settle concurrently: keep the latest
+		if o.firstOut.Load() != 0 {
+			o.firstOut.Store(0) // answers settle concurrently: any answer will do
 		}
 		if v == hostUp {
-			// The latency of the answers, an average of the last eight or
-			// so: how long a silence must last to be a stall.
-			lat := max(now-dep.at, 1)
-			if old := o.latency.Load(); old != 0 {
-				lat = old + (lat-old)/8
+			old := o.latency.Load()
+			if old == 0 || k.unseen.Load() > 1 || k.queue.busy.Load() || dep.seq%latencySample == 0 {
+				// The latency of the answers, an average of the last
+				// eight or so timed: how long a silence must last to be a
+				// stall.
+				lat := max(k.env.now()-dep.at, 1)
+				if old != 0 {
+					lat = old + (lat-old)/8
+				}
+				o.latency.Store(lat)
 			}
-			o.latency.Store(lat)
 		}
 	}
 	if !o.isDown.Load() && !o.stalled.Load() && (v != hostDown || !on) {
@@ -281,6 +297,10 @@ func (k *keyState) settle(dep departure, v outageVerdict) {
 	k.dispatch(now)
 	k.mu.Unlock()
 }
+
+// latencySample is how often an answer is timed while its key has nothing
+// else out or waiting: one in latencySample.
+const latencySample = 8
 
 // settleLocked is settle with k.mu held; the caller dispatches.
 func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict) {
@@ -338,11 +358,13 @@ func (k *keyState) hold(until int64) {
 // hold mode is offered to it again.
 const holdRecheck = 5 * time.Millisecond
 
-// isProbe reports whether departure seq is the probe of k's host.
+// isProbe reports whether departure seq is the probe of k's host. The
+// test of a host that is up is inlined.
 func (k *keyState) isProbe(seq uint64) bool {
-	if !k.out.isDown.Load() {
-		return false
-	}
+	return k.out.isDown.Load() && k.isProbeLocked(seq)
+}
+
+func (k *keyState) isProbeLocked(seq uint64) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.out.probing && k.out.probe == seq

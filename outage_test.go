@@ -391,7 +391,7 @@ func TestStaleOutcomesDoNotMoveTheOutage(t *testing.T) {
 		require.NoError(t, err)
 		drain(resp)
 		assert.False(t, k.isDown())
-		k.settle(departure{seq: 1}, hostDown) // A's number: a late failure from before
+		k.settle(&departure{seq: 1}, hostDown) // A's number: a late failure from before
 		assert.False(t, k.isDown(), "a failure sent before the recovery does not start another outage")
 	})
 }

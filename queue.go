@@ -1,6 +1,9 @@
 package headway
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // QueueOptions bound the queue that requests wait in for their key's next
 // slot. Its zero value gives the documented defaults.
@@ -40,8 +43,9 @@ type waiter struct {
 // leaves from anywhere in O(1).
 type waitList struct {
 	head, tail *waiter
-	n          int64 // waiters
-	cost       int64 // their summed cost
+	n          int64       // waiters
+	cost       int64       // their summed cost
+	busy       atomic.Bool // head != nil, read without the key's lock
 }
 
 func (l *waitList) pushBack(w *waiter) {
@@ -54,6 +58,7 @@ func (l *waitList) pushBack(w *waiter) {
 	l.tail = w
 	l.n++
 	l.cost += w.cost
+	l.busy.Store(true)
 }
 
 func (l *waitList) pushFront(w *waiter) {
@@ -66,6 +71,7 @@ func (l *waitList) pushFront(w *waiter) {
 	l.head = w
 	l.n++
 	l.cost += w.cost
+	l.busy.Store(true)
 }
 
 func (l *waitList) remove(w *waiter) {
@@ -82,4 +88,7 @@ func (l *waitList) remove(w *waiter) {
 	w.prev, w.next = nil, nil
 	l.n--
 	l.cost -= w.cost
+	if l.head == nil {
+		l.busy.Store(false)
+	}
 }

@@ -102,7 +102,8 @@ func (e *keyEnv) clock() time.Time { return time.Now() }
 // req's context ends while it waits. A request that got no response on its
 // last attempt fails with a *RetryError.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	cost := t.cfg.costOf(req)
+	ctx := req.Context()
+	cost := t.cfg.costOf(ctx, req)
 	if cost < 0 {
 		closeBody(req)
 		err := &CostError{Cost: int(cost)}
@@ -111,7 +112,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	c := call{t: t, req: req, key: t.cfg.keyFunc(req), ctx: req.Context(), cost: cost, bodyOurs: req.Body != nil}
+	// Field by field: a composite literal is built aside and copied in 16
+	// bytes at a time, which stalls on the 8-byte stores it was built with
+	// (about 10 ns a request).
+	var c call
+	c.t, c.req, c.cost = t, req, cost
+	c.key = t.cfg.keyFunc(req)
+	c.ctx = ctx
+	c.bodyOurs = req.Body != nil
 	defer c.end()
 	o := t.obs
 	var s slot
@@ -270,7 +278,9 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	t, k, o, ctx := c.t, s.k, c.t.obs, c.ctx
 	wasDown := k.isDown()
 	wasProbe := wasDown && k.isProbe(s.dep.seq)
-	k.sending()
+	// Nothing between the departure and here could wait (see sending):
+	// no shared quota, no retrier (a body read, a retry), no hook.
+	k.sending(&s.dep, s.dep.direct && c.r == nil && o == nil && t.cfg.shared == nil)
 	resp, err := t.base.RoundTrip(out)
 	c.bodyOurs = false // the base closes it
 	if resp == nil && err == nil {
@@ -285,18 +295,23 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	var hv outageVerdict
 	if err != nil {
 		hv = hostVerdict(nil, err, ctx.Err(), sig)
-		k.settle(s.dep, hv)
+		k.settle(&s.dep, hv)
+		k.unanswered(&s.dep)
 		k.endProbe()
 		s.free()
 	} else {
-		*sig, hv = t.observe(ctx, k, s.dep, c.req.URL.Path, resp)
+		hv = t.observe(ctx, k, &s.dep, c.req.URL.Path, resp, sig)
 		if o != nil && sig.HasWait && sig.Wait > t.cfg.maxRetryAfter {
 			o.capped(ctx, c.req, c.key, resp.StatusCode, sig.Wait, t.cfg.maxRetryAfter)
 		}
-		t.pauseShared(ctx, c.key, sig)
-		t.learnShared(ctx, c.key, k, s.dep, sig)
+		if t.cfg.shared != nil {
+			t.pauseShared(ctx, c.key, sig)
+			t.learnShared(ctx, c.key, k, s.dep, sig)
+		}
 	}
-	t.shareHealth(ctx, c.key, k, hv, wasDown, wasProbe)
+	if t.cfg.shared != nil {
+		t.shareHealth(ctx, c.key, k, hv, wasDown, wasProbe)
+	}
 	k.seen()
 	if o != nil {
 		o.outage(ctx, c.req, c.key, k)
@@ -342,8 +357,9 @@ func (s *slot) unsent() {
 	if s.done != nil {
 		s.done(outcomeExcluded)
 	}
-	s.k.settle(s.dep, hostUnknown)
+	s.k.settle(&s.dep, hostUnknown)
 	s.k.unsentFirst(s.dep.seq)
+	s.k.unanswered(&s.dep)
 	s.k.release()
 	s.k.seen()
 }
@@ -351,10 +367,14 @@ func (s *slot) unsent() {
 // answer returns resp, the answer to s's attempt, with its body set to
 // give back the in-flight slot when read to the end or closed.
 func (s *slot) answer(resp *http.Response) *http.Response {
-	k := s.k
-	if k.env.cfg.maxInFlight <= 0 {
+	if s.k.env.cfg.maxInFlight <= 0 {
 		return resp
 	}
+	return s.answerBounded(resp)
+}
+
+func (s *slot) answerBounded(resp *http.Response) *http.Response {
+	k := s.k
 	if resp.Body == nil {
 		k.release()
 		return resp
@@ -397,7 +417,8 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			// that cannot wait that long fails at once.
 			k.hold(t.pacerTime(k.br.retryAt()))
 		}
-		dep, err := k.acquire(ctx, cost, front, req.URL.Path)
+		s.k, s.done = k, done
+		err := k.acquire(ctx, cost, front, req.URL.Path, &s.dep)
 		switch {
 		case err == errEvicted:
 			done(outcomeExcluded)
@@ -406,7 +427,6 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			done(outcomeExcluded)
 			return err
 		}
-		*s = slot{k: k, dep: dep, done: done}
 		if k.br != nil && k.br.hold {
 			// Hold: the breaker is asked as the request leaves. When it
 			// is open, the request goes back to the front of the queue,
@@ -434,16 +454,18 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			// others, unless it is the probe whose turn it is.
 			var recheck, next time.Duration
 			var ok bool
-			if recheck, next, ok, turn = t.fleetGate(ctx, p, key, k, dep.seq); !ok {
+			if recheck, next, ok, turn = t.fleetGate(ctx, p, key, k, s.dep.seq); !ok {
 				k.fleetHold(recheck, next)
 				s.unsent()
 				front = true
 				continue
 			}
 		}
-		if err := t.reserveShared(ctx, key, k, cost, queued); err != nil {
-			s.unsent()
-			return err
+		if t.cfg.shared != nil {
+			if err := t.reserveShared(ctx, key, k, cost, queued); err != nil {
+				s.unsent()
+				return err
+			}
 		}
 		if p != nil && !turn {
 			if down, next := p.HostState(key); down {
@@ -477,50 +499,73 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // observe reads what resp, the response to departure dep of k, says about
-// its key's rate limit and its host's health, and tells the key: the host's
-// health first, so that a failure holds the queue before anything lets it
-// go. A response that says nothing costs no lock.
-func (t *Transport) observe(ctx context.Context, k *keyState, dep departure, route string, resp *http.Response) (ratelimitheader.Signal, outageVerdict) {
+// its key's rate limit and its host's health, into sig (zero when it is
+// called), and tells the key: the host's health first, so that a failure
+// holds the queue before anything lets it go. A response that says nothing
+// costs no lock.
+func (t *Transport) observe(ctx context.Context, k *keyState, dep *departure, route string, resp *http.Response, sig *ratelimitheader.Signal) outageVerdict {
 	if !t.parser.Relevant(resp.StatusCode, resp.Header) {
 		if k.host.wantDates.Load() && len(resp.Header["Date"]) > 0 {
-			t.observeDate(k, dep, resp, t.now()) // until the offset is known well
+			t.observeDate(k, *dep, resp, t.now()) // until the offset is known well
 		}
-		sig := ratelimitheader.Signal{}
-		hv := hostVerdict(resp, nil, ctx.Err(), &sig)
+		hv := hostVerdict(resp, nil, ctx.Err(), sig)
 		k.settle(dep, hv)
 		k.endProbe()
 		k.answered(dep)
-		return sig, hv
+		return hv
 	}
 	in := ratelimitheader.Input{Status: resp.StatusCode, Header: resp.Header}
 	if resp.StatusCode >= 400 {
 		in.Body = peek(resp, maxPeek)
 	}
-	if off, ok := k.host.clockOffset(); ok {
-		in.Now = time.Now()
+	in.Now = time.Now()
+	off, ok := k.host.clockOffset()
+	if ok {
 		in.ServerNow = in.Now.Add(off)
 	}
-	sig := t.parser.Parse(&in)
-	if overloaded(resp.StatusCode, &sig) && t.probe.initial > 0 {
+	*sig = t.parser.Parse(&in)
+	if overloaded(resp.StatusCode, sig) && t.probe.initial > 0 {
 		// An overload without a stated delay: the host is down for now, and
 		// its probes, not a cut in the key's pace, say when it is back.
 		sig.Throttled = false
 	}
-	hv := hostVerdict(resp, nil, ctx.Err(), &sig)
+	hv := hostVerdict(resp, nil, ctx.Err(), sig)
 	k.settle(dep, hv)
 	if !sig.Throttled && !sig.HasWait && !sig.HasRemaining && sig.Limit == 0 {
 		k.endProbe()
 		k.answered(dep)
-		return sig, hv
+		return hv
 	}
 	now := t.now()
-	t.observeDate(k, dep, resp, now)
+	t.observeDate(k, *dep, resp, now)
 	// A reset stated to the second (a delta in whole seconds, an epoch or a
 	// date) is known to a second only, whatever its fraction after the
 	// clock offset is taken off.
-	coarse := sig.Reset%time.Second == 0 || in.ServerTime().Add(sig.Reset).Nanosecond() == 0
-	k.observe(now, dep, route, &sig, coarse)
-	return sig, hv
+	srv := in.ServerTime()
+	coarse := sig.Reset%time.Second == 0 || srv.Add(sig.Reset).Nanosecond() == 0
+	switch {
+	case !ok && coarse:
+		// Read against the response's Date (or a delay in whole seconds,
+		// which is as coarse).
+		off = srv.Sub(in.Now)
+	case !absolute(sig.Reset, srv):
+		off = 0 // a delay is measured on our clock
+	}
+	k.observe(now, *dep, route, sig, coarse, off)
+	return hv
+}
+
+// absolute reports whether reset was stated as an instant on the server's
+// clock, srv (an epoch or a date, to the second or the millisecond): the
+// instant is whole and the delay to it is not.
+func absolute(reset time.Duration, srv time.Time) bool {
+	at := srv.Add(reset).UnixNano()
+	for _, u := range []int64{int64(time.Second), int64(time.Millisecond)} {
+		if int64(reset)%u != 0 && at%u == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // observeDate narrows the offset of k's host's clock with resp's Date, the
@@ -547,19 +592,20 @@ func (t *Transport) pacerTime(at time.Time) int64 {
 
 func (t *Transport) newKey(key string, req *http.Request) *keyState {
 	lims := t.cfg.limitsFor(req)
-	k := &keyState{env: &t.keyEnv, lims: lims, hostName: req.URL.Host}
+	k := &keyState{env: &t.keyEnv, lims: lims}
 	k.pacer.init(lims)
 	if t.cfg.shared != nil {
 		k.sharedLims = withReserve(lims)
 		_, learns := t.cfg.shared.(SharedLearner)
 		k.fleetPaced = learns && len(lims) == 0
 	}
-	k.host = t.hosts.get(k.hostName)
+	k.host = t.hosts.get(req.URL.Host)
+	k.scope = k.host.scope(credential(t.keys.seed, req))
 	k.budget = t.retry.newBudget(t.epoch)
 	if t.cfg.breaker != nil {
 		s := *t.cfg.breaker
 		if t.obs != nil {
-			s.OnStateChange = t.obs.breakerHook(key, k.hostName, s.OnStateChange)
+			s.OnStateChange = t.obs.breakerHook(key, k.host.name, s.OnStateChange)
 		}
 		k.br = newBreaker(key, s)
 		k.br.hold = s.Hold

@@ -35,7 +35,6 @@ type learnedWindow struct {
 	curThr   uint64 // throttles of its departures (prevSent, curSent] so far
 	curAns   uint64 // answers to them so far
 	nextAns  uint64 // answers to departures after curSent (after prevSent, before a cycle)
-	counted  bool   // the cycle ending at curEnd is counted
 
 	minSpan int64   // the shortest cycle seen
 	quota   float64 // the fewest requests such a cycle let through
@@ -49,20 +48,39 @@ type learnedWindow struct {
 	inThr   uint64
 	inLimit float64
 
-	on     bool
-	off    bool    // a window proved wrong in a way only a bucket explains: learn no more
-	taken  uint64  // departures taken so far
-	start  uint64  // departures taken before the current window began
-	limit  float64 // requests per window
-	period int64   // the window's length
-	end    int64   // the end of the current window
-	left   float64 // requests left in it
+	first  float64 // what the first cycle let through; 0 until counted
+	lastAt int64   // when the last departure left
+
+	counted bool // the cycle ending at curEnd is counted
+	on      bool
+	off     bool // a window proved wrong in a way only a bucket explains: learn no more
+	// precise: each throttle names the end of its window to the
+	// millisecond, from the first on (a global limit's retry_after), and
+	// every answer is counted from the first departure on.
+	precise bool
+	taken   uint64  // departures taken so far
+	start   uint64  // departures taken before the current window began
+	limit   float64 // requests per window
+	period  int64   // the window's length
+	end     int64   // the end of the current window
+	left    float64 // requests left in it
 }
 
 // windowTolerance is how much two cycles of one window may differ in
 // length: the wait's end is the response's arrival plus the wait, so the
 // response's latency jitters it.
 const windowTolerance = int64(50e6) // 50 ms
+
+// unheard notes, before a throttle of sent departures so far may open a
+// cycle while nothing was being learned (the answers that said nothing
+// were not counted), that pending of them are not answered yet: the
+// others were.
+func (w *learnedWindow) unheard(sent, pending uint64) {
+	if !w.learning() && !w.precise && sent >= w.curSent {
+		n := sent - w.curSent
+		w.nextAns = n - min(pending, n)
+	}
+}
 
 // throttled learns from a throttle of departure seq naming a wait until
 // end, with sent departures so far. The throttles of one cycle come back
@@ -134,10 +152,14 @@ func (w *learnedWindow) complete() {
 		return
 	}
 	w.counted = true
+	through := float64(w.curSent-w.prevSent) - float64(w.curThr)
+	if w.prevEnd == 0 {
+		w.first = max(through, 1)
+	}
 	if w.prevEnd == 0 || w.curEnd <= w.prevEnd {
 		return
 	}
-	w.count(float64(w.curSent-w.prevSent)-float64(w.curThr), w.curEnd-w.prevEnd)
+	w.count(through, w.curEnd-w.prevEnd)
 	if !w.on && !w.off && w.agree >= 2 && w.quota >= 1 && w.minSpan > windowTolerance {
 		// Windows are set in round numbers: a cycle measured to within the
 		// jitter of a response is taken to the nearest 10 ms.
@@ -199,6 +221,30 @@ func (w *learnedWindow) take(now int64) {
 		w.left--
 	}
 	w.taken++
+	w.lastAt = now
+}
+
+// probeAt returns, for a window being learned, when a departure at d may
+// leave at the earliest, and ok true if it is held: once the last named
+// end has passed and the quota counted so far is spent after it, each
+// further request goes alone, after the answers to every one before it in
+// the cycle (or at latest), until one is throttled and names the next
+// end, which measures the window's length. A throttle of the cycle costs
+// one request, not every one in flight, and the requests that find room
+// beyond the quota counted go through. (A server that refills a bucket
+// answers each of them in turn as the bucket allows.)
+func (w *learnedWindow) probeAt(d, latest int64) (int64, bool) {
+	if w.on || w.off || w.first == 0 || w.curEnd == 0 || d < w.curEnd {
+		return 0, false
+	}
+	q := w.first
+	if w.minSpan > 0 {
+		q = max(w.quota, 1) // the fewest the shortest cycles let through
+	}
+	if n := w.taken - w.curSent; float64(n) < q || w.nextAns >= n {
+		return 0, false
+	}
+	return latest, true
 }
 
 // idle reports whether the window holds nothing a new one would not learn
@@ -210,4 +256,63 @@ func abs64(x int64) int64 {
 		return -x
 	}
 	return x
+}
+
+// A configured limit is a bucket (see [Limit]): Count per Period, Burst at
+// once. A server that counts fixed windows gives its whole quota back at
+// each boundary, which a bucket of the same Count and Period never does:
+// paced by it, a key spends a window's quota at once only after an idle
+// spell, and between boundaries no faster than Count per Period, so it
+// loses up to a window's worth of time against the server it was
+// configured for. Once the server has proven fixed windows as long as a
+// limit's Period (its answers' resets stay put while the quota drains and
+// come back whole, see serverModel; or its throttles' waits end a window
+// apart, see learnedWindow), a limit whose burst is its whole count is
+// counted in those windows instead: Count units in each, from its
+// boundary on (the latest instant the server's clock allows), and none
+// more until the next. The limit then still bounds what each of the
+// server's windows receives; only across a boundary may more than Burst
+// leave within a short span, as the server itself allows.
+
+// windowMatch is how far a window's measured length may be from a limit's
+// Period for the limit to be counted in it: the boundaries are measured on
+// an estimate of the server's clock.
+func windowMatch(period int64) int64 { return max(windowTolerance, period/20) }
+
+// provenWindow returns an instant at which one of the fixed windows the
+// server has proven begins, on the pacer's clock, and their length; ok is
+// false when it has proven none.
+func (k *keyState) provenWindow() (anchor, period int64, ok bool) {
+	if m := &k.model; m.window && m.period > 0 && m.resetSeen > 0 {
+		return m.resetSeen, m.period, true
+	}
+	if w := &k.window; w.on && w.period > 0 {
+		return w.end, w.period, true
+	}
+	return 0, 0, false
+}
+
+// align counts, under k.mu at now, each configured limit whose burst is
+// its count in the fixed windows the server has proven, if they are as
+// long as its Period; or gives the windows up, if the server no longer
+// proves them.
+func (k *keyState) align(now int64) {
+	if len(k.lims) == 0 {
+		return
+	}
+	anchor, period, ok := k.provenWindow()
+	var mask uint64
+	var length int64
+	if ok {
+		for i, l := range k.lims {
+			if p := int64(l.Period); i < 64 && l.Burst == l.Count && abs64(p-period) <= windowMatch(p) {
+				mask |= 1 << i
+				length = p
+			}
+		}
+	}
+	if mask == 0 && k.pacer.win == nil {
+		return
+	}
+	k.pacer.countInWindows(now, mask, func(i int) int64 { return int64(k.lims[i].Count) }, anchor, length)
 }

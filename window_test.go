@@ -22,7 +22,7 @@ import (
 func TestLearnedWindowFromTheSpacingOfThrottles(t *testing.T) {
 	ms := int64(time.Millisecond)
 	var w learnedWindow
-	var sent uint64
+	var sent, answers uint64
 	send := func(n int, at int64) uint64 {
 		first := sent
 		for range n {
@@ -47,9 +47,11 @@ func TestLearnedWindowFromTheSpacingOfThrottles(t *testing.T) {
 		}
 		for i, d := range order {
 			if thr[d] {
+				w.unheard(sent, sent-answers)
 				w.throttled(end+int64(i)*ms, first+d, sent)
 			}
 			w.answered(first + d)
+			answers++
 		}
 	}
 	// Cycle 0: a burst of 28; 8 throttled, the waits end at 1 s.
@@ -167,4 +169,77 @@ func TestALearnedWindowThrottledEarlyIsABucket(t *testing.T) {
 	w.prevEnd, w.agree = 0, 5
 	w.throttled(3000*ms, 20, 21)
 	assert.False(t, w.on, "never again")
+}
+
+// A limit of 30 per 3 s whose burst is its count is a bucket until the
+// server proves windows of 3 s; then it is counted in them: 30 from each
+// boundary on, and none more until the next. A limit of another length, or
+// one with a smaller burst, keeps its bucket; and a window the server no
+// longer proves gives the bucket back.
+func TestALimitIsCountedInTheServersProvenWindows(t *testing.T) {
+	ms := int64(time.Millisecond)
+	lim := Per(30, 3*time.Second).WithBurst(30)
+	newKey := func(lims ...Limit) *keyState {
+		k := &keyState{lims: lims}
+		k.pacer.init(lims)
+		return k
+	}
+	k := newKey(lim)
+	for range 30 {
+		require.Equal(t, int64(0), k.pacer.earliest(0, 1, 1))
+		k.pacer.take(0, 1)
+	}
+	assert.Equal(t, 100*ms, k.pacer.earliest(0, 1, 1), "a bucket: 10 a second after its burst")
+
+	// The server proves windows of 3 s, one of which begins at 1.3 s.
+	k.model.window, k.model.period, k.model.resetSeen = true, 3000*ms, 1300*ms
+	k.align(50 * ms)
+	require.NotNil(t, k.pacer.win)
+	assert.Equal(t, 100*ms, k.pacer.earliest(50*ms, 1, 1), "the bucket paces until the next boundary")
+	for at := 100 * ms; at <= 1200*ms; at += 100 * ms {
+		require.Equal(t, at, k.pacer.earliest(at, 1, 1))
+		k.pacer.take(at, 1)
+	}
+	assert.Equal(t, 1300*ms, k.pacer.earliest(1250*ms, 5, 5), "the bucket is full again at the boundary")
+	for range 30 {
+		require.Equal(t, 1300*ms, k.pacer.earliest(1300*ms, 1, 1))
+		k.pacer.take(1300*ms, 1)
+	}
+	assert.Equal(t, 4300*ms, k.pacer.earliest(1300*ms, 1, 1), "a window holds 30")
+	assert.Equal(t, 4300*ms, k.pacer.earliest(2*1300*ms, 1, 1))
+	k.pacer.giveBack(1400*ms, 1)
+	assert.Equal(t, 1400*ms, k.pacer.earliest(1400*ms, 1, 1), "one given back in the window")
+	k.pacer.take(1400*ms, 1)
+	for i := range 30 {
+		at := 4300*ms + int64(i)*10*ms // the next window, spread out
+		require.Equal(t, at, k.pacer.earliest(at, 1, 1))
+		k.pacer.take(at, 1)
+	}
+	assert.Equal(t, 7300*ms, k.pacer.earliest(4700*ms, 1, 1))
+
+	// The boundary measured again, 20 ms earlier: the window being
+	// counted keeps its count.
+	k.model.resetSeen = 7280 * ms
+	k.align(5000 * ms)
+	assert.Equal(t, 7280*ms, k.pacer.earliest(5000*ms, 1, 1))
+
+	// The server's answers make it a bucket after all: the limit's bucket
+	// paces again, from what the windows left of it.
+	k.model.window = false
+	k.align(5000 * ms)
+	assert.Nil(t, k.pacer.win)
+	assert.Greater(t, k.pacer.earliest(5000*ms, 30, 30), 5000*ms)
+
+	for _, l := range []Limit{Per(30, 6*time.Second).WithBurst(30), Per(30, 3*time.Second).WithBurst(10), Per(30, 3*time.Second)} {
+		k := newKey(l)
+		k.model.window, k.model.period, k.model.resetSeen = true, 3000*ms, 1300*ms
+		k.align(0)
+		assert.Nil(t, k.pacer.win, "%v", l)
+	}
+	// A window learned from the spacing of throttles counts as well.
+	k = newKey(PerSecond(3), lim)
+	k.window.on, k.window.period, k.window.end = true, 3000*ms, 900*ms
+	k.align(0)
+	require.NotNil(t, k.pacer.win)
+	assert.Equal(t, uint64(2), k.pacer.win.mask)
 }

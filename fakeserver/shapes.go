@@ -2,6 +2,7 @@ package fakeserver
 
 import (
 	"net/http"
+	"net/url"
 	"time"
 )
 
@@ -95,18 +96,50 @@ func SparseShapes() []Shape {
 }
 
 // Least returns the least time in which the server could admit n
-// requests, the first of them sent at start: (n - Burst) / Rate for a
-// bucket; for fixed windows, of Burst requests each, from start to the
-// beginning of the window that admits the last one, on the server's clock.
+// requests, the first of them sent at start, to Paths in turn: (n - Burst)
+// / Rate for a bucket. For fixed windows, it is the time from start to the
+// beginning of the window that admits the last request, on the server's
+// clock: each key of the server (Config.Key of each request) admits Limit a
+// window, so the key that takes the most requests needs the most windows;
+// with a Global fixed window, so does the token. A mix of routes that sends
+// 53 requests to a bucket of 5 a window needs 11 windows, whatever the
+// others need.
 func (s Shape) Least(n int, start time.Time) time.Duration {
 	if s.Config.Algorithm != FixedWindow {
 		return time.Duration(float64(max(n-s.Burst, 0)) / s.Rate * float64(time.Second))
 	}
-	w := time.Duration(float64(s.Burst) / s.Rate * float64(time.Second))
-	windows := (n + s.Burst - 1) / s.Burst
-	if windows <= 1 {
-		return 0
+	cfg := s.Config.withDefaults()
+	paths := s.Paths
+	if len(paths) == 0 {
+		paths = []string{"/items"}
 	}
-	phase := time.Duration(floorMod(start.Add(s.Config.ClockSkew).UnixNano(), int64(w)))
-	return time.Duration(windows-1)*w - phase
+	keys, tokens := map[string]int{}, map[string]int{}
+	for i := range n {
+		r := &http.Request{Method: http.MethodGet, URL: &url.URL{Path: paths[i%len(paths)]}, Header: http.Header{}}
+		k, tok := "", ""
+		if cfg.Key != nil {
+			k = cfg.Key(r)
+		}
+		if cfg.Global.Key != nil {
+			tok = cfg.Global.Key(r)
+		}
+		keys[k]++
+		tokens[tok]++
+	}
+	least := time.Duration(0)
+	windows := func(counts map[string]int, limit int, w time.Duration) {
+		most := 0
+		for _, c := range counts {
+			most = max(most, (c+limit-1)/limit)
+		}
+		if most > 1 {
+			phase := time.Duration(floorMod(start.Add(cfg.ClockSkew).UnixNano(), int64(w)))
+			least = max(least, time.Duration(most-1)*w-phase)
+		}
+	}
+	windows(keys, cfg.Limit, cfg.Window)
+	if g := cfg.Global; g.Limit > 0 && g.Algorithm == FixedWindow {
+		windows(tokens, g.Limit, g.Window)
+	}
+	return least
 }

@@ -93,3 +93,31 @@ func TestDiscordRouteBucketsUnderAGlobalLimit(t *testing.T) {
 	get(s, "/a") // told to wait for the global window: early
 	assert.Equal(t, int64(1), s.Stats().Early)
 }
+
+// TestLeastCountsEachKeysWindows checks that the least time of a fixed
+// window shape counts the windows of the key (or token) that takes the
+// most of the requests: six routes in turn, two of them in one bucket of
+// 5 a second, take 2 of every 6 requests.
+func TestLeastCountsEachKeysWindows(t *testing.T) {
+	shapes := map[string]Shape{}
+	for _, sh := range SparseShapes() {
+		shapes[sh.Name] = sh
+	}
+	start := time.Unix(1773144000, 0).Add(-300 * time.Millisecond) // 0.7 s into a window
+	for _, c := range []struct {
+		name string
+		n    int
+		want time.Duration
+	}{
+		{"discord-routes", 315, 21*time.Second - 700*time.Millisecond}, // 106 to the bucket: 22 windows
+		{"discord-routes", 195, 13*time.Second - 700*time.Millisecond}, // 66: 14 windows
+		{"discord-routes", 180, 11*time.Second - 700*time.Millisecond}, // 60: 12 windows
+		{"discord-routes", 5, 0}, // one window
+		{"discord-routes-global", 210, 20*time.Second - 700*time.Millisecond},     // 21 global windows; the bucket needs 14
+		{"fixed-window-date-skewed", 140, 12*time.Second - 1700*time.Millisecond}, // 7 windows of 2 s; 1.7 s into one on a clock 30 s ahead
+	} {
+		if got := shapes[c.name].Least(c.n, start); got != c.want {
+			t.Errorf("%s: Least(%d) = %v, want %v", c.name, c.n, got, c.want)
+		}
+	}
+}

@@ -322,8 +322,9 @@ func stripeEndpoint(path string) string {
 // per bot token and spans all of its routes, which headway's keys (one per
 // route) do not: the figure is not conservative for a bot that calls many
 // routes at once. It can exceed it, and then Discord's global 429
-// (X-RateLimit-Global) pauses the routes until it is over (today every
-// route of the host, whichever its token). Discord bans
+// (X-RateLimit-Global) pauses every route of that token (not those of
+// other tokens) until it is over; the waits it names teach the token's
+// routes the global window, which they then spend together. Discord bans
 // an IP address for a while after 10,000 rejected requests (401, 403,
 // 429) in 10 minutes.
 //

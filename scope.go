@@ -1,0 +1,191 @@
+package headway
+
+import (
+	"hash/maphash"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A server's global limit (Discord's X-RateLimit-Global, the scope
+// "global") spans every route of one credential, not every key of the
+// host: two bot tokens on one host have a global limit each. So the keys
+// of one host are grouped by the credential of the request that made each
+// one (a hash of its Authorization header, or of X-Api-Key without one;
+// the credential itself is never kept), and a global throttle pauses the
+// keys of that group, its scope, and no other. Requests without a
+// credential share one scope per host.
+//
+// A global limit states nothing until it throttles, and then only when
+// its window ends (Discord's retry_after, to the millisecond). The scope
+// learns it as a fixed window from those ends (see learnedWindow): what
+// its requests let through between two of them is its quota, and their
+// spacing its length; then every key of the scope spends each window's
+// quota and waits for its end, whatever route it paces. To count what a
+// window let through from the first, a scope counts its departures once
+// its server has named a bucket (a server that has per-route buckets may
+// have a global limit over them) or throttled globally; until then, a
+// key's departures cost the scope nothing.
+//
+// A key whose requests carry several credentials (one key for a host)
+// belongs to the scope of the first: a global throttle of any of them
+// pauses that scope, as it holds them all in one queue.
+
+// scopeState is what the keys of one credential on one host share: the
+// pause of a global throttle and the global window learned from them.
+type scopeState struct {
+	pauseUntil atomic.Int64 // pacer nanoseconds; nothing of the scope leaves before
+	active     atomic.Bool  // departures are counted in the window (under mu)
+	learning   atomic.Bool  // answers that say nothing count in the window (under mu)
+
+	cred   uint64 // the hash of its credential; 0 for none
+	mu     sync.Mutex
+	refs   int           // keys that point here
+	lastAt int64         // when the last departure counted left
+	rtt    int64         // the time its answers take, an average of the last few
+	sent   uint64        // departures counted so far; the last one's number
+	window learnedWindow // the global window, from the global throttles
+}
+
+func (sc *scopeState) pause(until int64) {
+	for {
+		cur := sc.pauseUntil.Load()
+		if until <= cur || sc.pauseUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
+
+// activate starts counting the scope's departures.
+func (sc *scopeState) activate() {
+	if !sc.active.Load() {
+		sc.mu.Lock()
+		sc.window.precise = true
+		sc.active.Store(true)
+		sc.mu.Unlock()
+	}
+}
+
+// earliest returns when a request of the scope may leave, at or after d,
+// as far as its global window allows.
+func (sc *scopeState) earliest(d int64) int64 {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.window.on {
+		return max(d, sc.window.earliest(d))
+	}
+	if at, ok := sc.window.probeAt(d, satAdd(sc.lastAt, sc.holdFor())); ok {
+		return max(d, at)
+	}
+	return d
+}
+
+// take counts a departure free to go at d, which leaves at at, and
+// returns its number in the scope; ok is false, and nothing is counted,
+// if the window no longer lets it go at d: another key took it since.
+func (sc *scopeState) take(d, at int64) (seq uint64, ok bool) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.window.on && sc.window.earliest(d) > d {
+		return 0, false
+	}
+	if _, held := sc.window.probeAt(d, 0); held {
+		return 0, false
+	}
+	sc.sent++
+	sc.lastAt = at
+	sc.window.take(d)
+	return sc.sent, true
+}
+
+// throttled learns from a global throttle of the scope's departure seq (0:
+// not counted) whose wait ends at end.
+func (sc *scopeState) throttled(end int64, seq uint64) {
+	sc.activate()
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	sc.window.throttled(end, seq, sc.sent)
+	sc.window.answered(seq)
+	sc.learning.Store(sc.window.learning())
+}
+
+// answered notes an answer, not a global throttle, to the scope's
+// departure seq, that took rtt (0: no answer came).
+func (sc *scopeState) answered(seq uint64, rtt int64) {
+	if seq == 0 {
+		return
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if rtt > 0 {
+		if sc.rtt == 0 {
+			sc.rtt = rtt
+		}
+		sc.rtt += (rtt - sc.rtt) / 8
+	}
+	sc.window.answered(seq)
+	sc.learning.Store(sc.window.learning())
+}
+
+// holdFor returns how long after the last departure a key held while the
+// window is learned looks again: the answer it waits for is due after
+// about an answer's time, and may come to another key of the scope.
+func (sc *scopeState) holdFor() int64 {
+	return min(max(sc.rtt+sc.rtt/2, int64(time.Millisecond)), int64(probeWait))
+}
+
+// idle reports whether the scope holds nothing a new one would not learn
+// again.
+func (sc *scopeState) idle(now int64) bool {
+	return sc.pauseUntil.Load() <= now && !sc.learning.Load()
+}
+
+// credential returns a hash of the credential req carries, for its scope;
+// 0 for none.
+func credential(seed maphash.Seed, req *http.Request) uint64 {
+	v := req.Header.Get("Authorization")
+	if v == "" {
+		v = req.Header.Get("X-Api-Key")
+	}
+	if v == "" {
+		return 0
+	}
+	return maphash.String(seed, v) | 1
+}
+
+// scope returns the scope of credential cred on h, counting a reference.
+func (h *hostState) scope(cred uint64) *scopeState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	sc := h.scopes[cred]
+	if sc == nil {
+		if h.scopes == nil {
+			h.scopes = make(map[uint64]*scopeState)
+		}
+		sc = &scopeState{cred: cred}
+		h.scopes[cred] = sc
+	}
+	sc.refs++
+	return sc
+}
+
+// putScope drops a reference to sc, a scope of h.
+func (h *hostState) putScope(sc *scopeState) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if sc.refs--; sc.refs == 0 && h.scopes[sc.cred] == sc {
+		delete(h.scopes, sc.cred)
+	}
+}
+
+// scopePaused notes that some scope of e is paused until until: keys look
+// at their scope's pause only while some scope's pause may last.
+func (e *keyEnv) scopePaused(until int64) {
+	for {
+		cur := e.scopePauses.Load()
+		if until <= cur || e.scopePauses.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
