@@ -81,10 +81,17 @@ type serverModel struct {
 	resetSeen int64   // the latest reset instant stated so far
 	lastLeft  float64 // the remaining count of the last answer
 	lastAt    int64   // when the last answer came
-	still     int     // answers in a row whose reset stayed put while the quota drained
-	period    int64   // with window: the length of a window, once seen; 0 if not
-	winMin    float64 // with window: the least remaining stated in the present window
-	turnAt    int64   // with window: when the present window's first answered departure left
+	still     int32   // answers in a row whose reset stayed put while the quota drained
+	// gap: with window, how long before resetAt the window may end. An
+	// answer's reset was stated between its request's departure and its
+	// arrival, so the boundary lies between the two plus the reset: what
+	// is left of a window is not spent after the earlier (the server may
+	// count it in the next window), nor the next window's before the
+	// later. Stated to the millisecond only; at most maxGap.
+	gap    int32
+	period int64   // with window: the length of a window, once seen; 0 if not
+	winMin float64 // with window: the least remaining stated in the present window
+	turnAt int64   // with window: when the present window's first answered departure left
 	// offset is the estimate of the server's clock less ours that the
 	// reset of the answer being observed was measured with (set by the
 	// key before observe), and seenOffset the one resetSeen was: a
@@ -247,8 +254,23 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 		// Reset instants only move on: a bucket's fills later with every
 		// request, and a window's answers that come back late name a
 		// boundary already passed.
-		if at := satAdd(now, int64(sig.Reset)); at > m.resetSeen {
+		at := satAdd(now, int64(sig.Reset))
+		gap := int64(-1) // how long before at the boundary may be, if known
+		if rec.seq == seq && !m.secondReset {
+			gap = min(max(now-rec.at, 0), maxGap)
+		}
+		if at > m.resetSeen {
 			turned := m.window && m.resetSeen > 0 && at-m.resetSeen > m.answerResolution()
+			if turned || m.resetSeen == 0 {
+				m.gap = 0
+				if gap >= 0 {
+					m.gap = int32(gap)
+				}
+			} else if gap >= 0 {
+				// The same window, stated later: the boundary is no
+				// earlier than this answer says.
+				m.gap = int32(max(min(int64(m.gap)+at-m.resetSeen, gap), 0))
+			}
 			if turned {
 				// The next window's end, on the server's clock.
 				m.period = (at + m.offset) - (m.resetSeen + m.seenOffset)
@@ -261,7 +283,11 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 				}
 			}
 		}
-		if m.window && !sig.Throttled && abs64(satAdd(now, int64(sig.Reset))-m.resetSeen) <= m.answerResolution() {
+		if gap >= 0 && at <= m.resetSeen && m.resetSeen-at <= m.answerResolution() {
+			// An answer of the present window that left later.
+			m.gap = int32(max(min(int64(m.gap), m.resetSeen-(at-gap)), 0))
+		}
+		if m.window && !sig.Throttled && abs64(at-m.resetSeen) <= m.answerResolution() {
 			m.winMin = min(m.winMin, left)
 			m.sync(now, seq)
 		}
@@ -484,9 +510,20 @@ func (m *serverModel) level(now int64) float64 {
 		t = min(m.cap, t+m.rate*float64(max(now-m.at, 0)))
 	} else if m.resetAt > 0 && now >= m.resetAt && t < m.cap {
 		t = m.cap
+	} else if m.window && now < m.resetAt && now >= m.resetAt-int64(m.gap) {
+		t = min(t, 0) // the window may have ended: see gap
+	}
+	if m.window {
+		// A window never holds more than its quota, whatever the answers
+		// of another window corrected the model by.
+		t = min(t, m.cap)
 	}
 	return t
 }
+
+// maxGap bounds serverModel.gap: an answer slower than that says little of
+// when its window ends.
+const maxGap = int64(250 * time.Millisecond)
 
 // earliest returns the earliest instant at or after now at which n more
 // requests may leave.

@@ -52,6 +52,7 @@ type keyState struct {
 	aimdB    bucket        // aimd's pace, as a bucket of burst 1 that counts requests
 	window   learnedWindow // a fixed window learned from the throttles' waits
 	learning atomic.Bool   // the window counts answers that say nothing (see answered)
+	unseen   atomic.Int32  // departures whose outcome the key has not yet taken in
 	sent     uint64        // departures so far; the last one's number
 	firstAt  int64         // when the first departure left
 	probing  atomic.Bool   // no response has come yet
@@ -60,9 +61,8 @@ type keyState struct {
 	br       *breaker      // nil without WithBreaker
 	out      outage        // whether its host is down; see outage.go
 	queue    waitList
-	inflight int          // counted only with a bound on it
-	unseen   atomic.Int32 // departures whose outcome the key has not yet taken in
-	freedAt  int64        // when a full in-flight set last had a slot again
+	inflight int   // counted only with a bound on it
+	freedAt  int64 // when a full in-flight set last had a slot again
 	timer    *time.Timer
 	timerAt  int64 // when the armed timer fires; 0 when disarmed
 	evicted  bool  // removed from the key table; look the key up again
@@ -188,6 +188,9 @@ func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 		d = max(d, k.window.earliest(d))
 	} else if k.aimd.active {
 		d = k.aimdB.Earliest(d, n, cost)
+	}
+	if at, ok := k.window.probeAt(d, satAdd(k.window.lastAt, int64(probeWait))); ok {
+		d = max(d, at) // until the answers to the ones before come (see answered)
 	}
 	return k.outageFloor(d)
 }
@@ -584,6 +587,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 		// rounds: only a finer one (a date on a skewed clock, Discord's
 		// retry_after) can say where windows end, and a date only once the
 		// server's clock is known well.
+		k.window.unheard(k.sent, uint64(max(k.unseen.Load(), 1)))
 		k.window.throttled(satAdd(now, int64(sig.Wait)), seq, k.sent)
 	}
 	k.window.answered(seq)
@@ -718,8 +722,11 @@ func (k *keyState) countRequest(at int64) {
 	if k.budget == nil {
 		return
 	}
-	if idx := at / int64(k.budget.width); idx != k.budgetIdx.Load() {
-		k.flushBudget(idx)
+	// Still in the bucket counted in: at in [idx·w, idx·w+w), checked
+	// without a division.
+	w, idx := int64(k.budget.width), k.budgetIdx.Load()
+	if lo := idx * w; at < lo || at-lo >= w {
+		k.flushBudget(at / w)
 	}
 	k.budgetCur.Add(1)
 }

@@ -149,6 +149,13 @@ const statusOverloaded = 529
 // 529 with Retry-After): that one pauses the key instead. A transport error
 // is a failure when it may pass with time (see retryableError).
 func hostVerdict(resp *http.Response, err error, ctxErr error, sig *ratelimitheader.Signal) outageVerdict {
+	if ctxErr == nil && err == nil && resp.StatusCode < 500 {
+		return hostUp // the common case, inlined
+	}
+	return hostVerdictOf(resp, err, ctxErr, sig)
+}
+
+func hostVerdictOf(resp *http.Response, err error, ctxErr error, sig *ratelimitheader.Signal) outageVerdict {
 	if ctxErr != nil {
 		return hostUnknown
 	}
@@ -276,21 +283,25 @@ func (k *keyState) outageTake(seq uint64) {
 // the clock is read again, and dep.sent moved to it: a wait for a shared
 // slot is no part of the host's latency.
 func (k *keyState) sending(dep *departure, direct bool) {
-	if k.env.probe.initial <= 0 {
-		return
+	if k.env.probe.initial > 0 {
+		if !direct {
+			dep.sent = max(dep.sent, k.env.now())
+		}
+		if k.out.firstOut.Load() == 0 { // else an earlier send is still unanswered
+			k.silence(dep.sent)
+		}
 	}
-	if !direct {
-		dep.sent = max(dep.sent, k.env.now())
-	}
+}
+
+// silence notes that a send of k at (on the pacer's clock) is the first
+// since the last answer, unless another one was: a stall is counted from
+// it. With a fleet, it arms the key's stall timer: should the silence last
+// into a stall, the fleet hears of it then (see onStall), whether or not
+// a request of this process waits to leave.
+func (k *keyState) silence(at int64) {
 	o := &k.out
-	if o.firstOut.Load() != 0 {
-		return // an earlier send is still unanswered
-	}
-	if o.firstOut.CompareAndSwap(0, dep.sent+1) && o.stall != nil {
+	if o.firstOut.CompareAndSwap(0, at+1) && o.stall != nil {
 		if lat := o.latency.Load(); lat != 0 {
-			// A silence begins: should it last into a stall, the fleet
-			// hears of it then, whether or not a request of this process
-			// waits to leave.
 			o.stall.timer.Reset(time.Duration(stallAfter(lat) + 1))
 		}
 	}

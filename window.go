@@ -35,7 +35,6 @@ type learnedWindow struct {
 	curThr   uint64 // throttles of its departures (prevSent, curSent] so far
 	curAns   uint64 // answers to them so far
 	nextAns  uint64 // answers to departures after curSent (after prevSent, before a cycle)
-	counted  bool   // the cycle ending at curEnd is counted
 
 	minSpan int64   // the shortest cycle seen
 	quota   float64 // the fewest requests such a cycle let through
@@ -49,14 +48,15 @@ type learnedWindow struct {
 	inThr   uint64
 	inLimit float64
 
-	first float64 // with precise: what the first cycle let through; 0 until counted
+	first  float64 // what the first cycle let through; 0 until counted
+	lastAt int64   // when the last departure left
 
-	on  bool
-	off bool // a window proved wrong in a way only a bucket explains: learn no more
+	counted bool // the cycle ending at curEnd is counted
+	on      bool
+	off     bool // a window proved wrong in a way only a bucket explains: learn no more
 	// precise: each throttle names the end of its window to the
-	// millisecond, from the first on (a global limit's retry_after): what
-	// the cycles so far let through then stands for the quota while the
-	// window is learned (see probeAt).
+	// millisecond, from the first on (a global limit's retry_after), and
+	// every answer is counted from the first departure on.
 	precise bool
 	taken   uint64  // departures taken so far
 	start   uint64  // departures taken before the current window began
@@ -70,6 +70,17 @@ type learnedWindow struct {
 // length: the wait's end is the response's arrival plus the wait, so the
 // response's latency jitters it.
 const windowTolerance = int64(50e6) // 50 ms
+
+// unheard notes, before a throttle of sent departures so far may open a
+// cycle while nothing was being learned (the answers that said nothing
+// were not counted), that pending of them are not answered yet: the
+// others were.
+func (w *learnedWindow) unheard(sent, pending uint64) {
+	if !w.learning() && !w.precise && sent >= w.curSent {
+		n := sent - w.curSent
+		w.nextAns = n - min(pending, n)
+	}
+}
 
 // throttled learns from a throttle of departure seq naming a wait until
 // end, with sent departures so far. The throttles of one cycle come back
@@ -142,7 +153,7 @@ func (w *learnedWindow) complete() {
 	}
 	w.counted = true
 	through := float64(w.curSent-w.prevSent) - float64(w.curThr)
-	if w.prevEnd == 0 && w.precise {
+	if w.prevEnd == 0 {
 		w.first = max(through, 1)
 	}
 	if w.prevEnd == 0 || w.curEnd <= w.prevEnd {
@@ -210,17 +221,20 @@ func (w *learnedWindow) take(now int64) {
 		w.left--
 	}
 	w.taken++
+	w.lastAt = now
 }
 
-// probeAt returns, for a precise window not yet in use, when a departure
-// at d may leave at the earliest, and ok true if it is held: once the
-// last named end has passed and the quota counted so far is spent after
-// it, each further request goes alone, after the answers to every one
-// before it in the cycle (or at latest), until one is throttled and
-// names the next end, which measures the window's length. A throttle of
-// the cycle costs one request, not every one in flight.
+// probeAt returns, for a window being learned, when a departure at d may
+// leave at the earliest, and ok true if it is held: once the last named
+// end has passed and the quota counted so far is spent after it, each
+// further request goes alone, after the answers to every one before it in
+// the cycle (or at latest), until one is throttled and names the next
+// end, which measures the window's length. A throttle of the cycle costs
+// one request, not every one in flight, and the requests that find room
+// beyond the quota counted go through. (A server that refills a bucket
+// answers each of them in turn as the bucket allows.)
 func (w *learnedWindow) probeAt(d, latest int64) (int64, bool) {
-	if !w.precise || w.on || w.off || w.first == 0 || w.curEnd == 0 || d < w.curEnd {
+	if w.on || w.off || w.first == 0 || w.curEnd == 0 || d < w.curEnd {
 		return 0, false
 	}
 	q := w.first

@@ -22,7 +22,7 @@ import (
 func TestLearnedWindowFromTheSpacingOfThrottles(t *testing.T) {
 	ms := int64(time.Millisecond)
 	var w learnedWindow
-	var sent uint64
+	var sent, answers uint64
 	send := func(n int, at int64) uint64 {
 		first := sent
 		for range n {
@@ -47,9 +47,11 @@ func TestLearnedWindowFromTheSpacingOfThrottles(t *testing.T) {
 		}
 		for i, d := range order {
 			if thr[d] {
+				w.unheard(sent, sent-answers)
 				w.throttled(end+int64(i)*ms, first+d, sent)
 			}
 			w.answered(first + d)
+			answers++
 		}
 	}
 	// Cycle 0: a burst of 28; 8 throttled, the waits end at 1 s.

@@ -24,6 +24,7 @@ type ShapeResult struct {
 	Efficiency float64       // the shape's least time for N over Elapsed
 	Throttled  int64         // throttled responses the server sent
 	Early      int64         // requests sent inside a wait the server announced
+	Ignored    int64         // of them, those that left after the announcement came
 	Failed     int64         // requests that never got a 200 (errors)
 }
 
@@ -80,7 +81,7 @@ func RunShape(sh fakeserver.Shape, n, workers int, limited bool) (ShapeResult, e
 	wg.Wait()
 	st := fs.Server.Stats()
 	r := ShapeResult{Shape: sh, Workers: workers, Limited: limited, N: n, Elapsed: last.Sub(start),
-		Throttled: st.Rejected, Early: st.Early, Failed: failed.Load()}
+		Throttled: st.Rejected, Early: st.Early, Ignored: st.Ignored, Failed: failed.Load()}
 	r.Efficiency = sh.Least(n, start).Seconds() / r.Elapsed.Seconds()
 	return r, nil
 }

@@ -72,8 +72,8 @@ func TestShapes(t *testing.T) {
 				return
 			}
 			results[i] = r
-			t.Logf("%s/%d/limit=%v: efficiency %.3f (%v), %d throttled, %d early, %d failed",
-				j.sh.Name, j.workers, j.limited, r.Efficiency, r.Elapsed.Round(time.Millisecond), r.Throttled, r.Early, r.Failed)
+			t.Logf("%s/%d/limit=%v: efficiency %.3f (%v), %d throttled, %d early (%d after the wait was known), %d failed",
+				j.sh.Name, j.workers, j.limited, r.Efficiency, r.Elapsed.Round(time.Millisecond), r.Throttled, r.Early, r.Ignored, r.Failed)
 		})
 	}
 	wg.Wait()

@@ -34,7 +34,7 @@ func TestOutage(t *testing.T) {
 		assert.Equal(t, st.want, get(s, "/").StatusCode, "step %d", i)
 	}
 	// The request at 1s came before the Retry-After of the 429 just before it.
-	assert.Equal(t, Stats{Total: 6, Admitted: 2, Rejected: 2, Early: 1, Outage: 2}, s.Stats())
+	assert.Equal(t, Stats{Total: 6, Admitted: 2, Rejected: 2, Early: 1, Ignored: 1, Outage: 2}, s.Stats())
 
 	s.SetOutage(time.Time{}, time.Time{})
 	clk.Advance(time.Second)

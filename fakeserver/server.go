@@ -33,6 +33,23 @@ type client struct {
 	lim       limiter
 	notBefore int64 // the key was told to wait until then (Unix ns)
 	lastSeen  int64
+	// The key could know it was told to wait from heardFrom (when the
+	// response that said so left) until heardUntil, Unix ns.
+	heardFrom, heardUntil int64
+}
+
+// heard notes that a response leaving at from told c to wait until until.
+func (c *client) heard(from, until int64) {
+	if c.heardUntil < from {
+		c.heardFrom = from
+	}
+	c.heardUntil = max(c.heardUntil, until)
+}
+
+// ignores reports whether a request of c arriving at t was sent inside a
+// wait c had been told of.
+func (c *client) ignores(t int64) bool {
+	return c != nil && t >= c.heardFrom && t < c.heardUntil
 }
 
 // New returns a Server for cfg; see Config for the defaults of its zero
@@ -122,6 +139,9 @@ func (s *Server) decide(now time.Time, key, token string, h http.Header) verdict
 	if (c != nil && t < c.notBefore) || (g != nil && t < g.notBefore) {
 		s.stats.Early++
 	}
+	if c.ignores(t) || g.ignores(t) {
+		s.stats.Ignored++
+	}
 	v := verdict{delay: s.latency()}
 	if f, ok := s.fault(now, h); ok {
 		f.delay += v.delay
@@ -164,6 +184,11 @@ func (s *Server) decide(now time.Time, key, token string, h http.Header) verdict
 		wait = d.retryAfter
 	}
 	c.notBefore = max(c.notBefore, t+int64(wait))
+	if rej.Wait > 0 || len(h) > 0 {
+		// Said (a Retry-After, or what is left and when it comes back),
+		// once the response leaves.
+		c.heard(t+int64(v.delay), t+int64(wait))
+	}
 	v.kind, v.status, v.body = verdictRespond, rej.Status, rej.Body
 	return v
 }

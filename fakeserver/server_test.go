@@ -50,7 +50,33 @@ func TestServerEarly(t *testing.T) {
 	require.Equal(t, http.StatusOK, get(s, "/").StatusCode) // still early: 1.02s was named
 	clk.Advance(20 * time.Millisecond)
 	require.Equal(t, http.StatusOK, get(s, "/").StatusCode) // on time
-	assert.Equal(t, Stats{Total: 6, Admitted: 4, Rejected: 2, Early: 3}, s.Stats())
+	assert.Equal(t, Stats{Total: 6, Admitted: 4, Rejected: 2, Early: 3, Ignored: 3}, s.Stats())
+}
+
+// A request that arrives inside an announced wait is ignored only once the
+// response that announced it has left: one already on its way when the
+// server decided could not know. A bare 429 names no wait: nothing is
+// ignored.
+func TestServerIgnoredCountsOnlyWhatTheClientCouldKnow(t *testing.T) {
+	for _, c := range []struct {
+		dialect Dialect
+		ignored int64
+	}{{RetryAfterSeconds{}, 1}, {Bare{}, 0}} {
+		synctest.Test(t, func(t *testing.T) {
+			s := New(Config{Limit: 1, Burst: 1, Dialect: c.dialect, Faults: Faults{Latency: 20 * time.Millisecond}})
+			require.Equal(t, http.StatusOK, get(s, "/").StatusCode)
+			go get(s, "/") // throttled; its answer leaves 20 ms later
+			time.Sleep(10 * time.Millisecond)
+			go get(s, "/") // on its way before that answer came
+			time.Sleep(20 * time.Millisecond)
+			get(s, "/") // sent after it came
+			synctest.Wait()
+			st := s.Stats()
+			assert.Equal(t, int64(3), st.Rejected, "%T", c.dialect)
+			assert.Equal(t, int64(2), st.Early, "%T", c.dialect)
+			assert.Equal(t, c.ignored, st.Ignored, "%T", c.dialect)
+		})
+	}
 }
 
 func TestServerEarlyBareUsesExactWait(t *testing.T) {

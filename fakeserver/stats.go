@@ -23,6 +23,14 @@ type Stats struct {
 	// key (its Retry-After, or its reset time for a dialect without one). A
 	// client that obeys the server keeps it at zero.
 	Early int64 `json:"early"`
+	// Ignored is the number of requests that arrived inside a wait the
+	// server had told their key of (a Retry-After, or a quota it said was
+	// spent and when it comes back), after the response that told it had
+	// left the server (its latency included): a client that had read it
+	// sent them anyway. Unlike Early, it counts neither the requests
+	// already on their way when the server decided, nor waits that a bare
+	// 429 does not name.
+	Ignored int64 `json:"ignored"`
 	// Outage is the number of requests that arrived during an outage.
 	Outage int64 `json:"outage"`
 	// Errors is the number of requests answered with a random error.
