@@ -196,8 +196,15 @@ type call struct {
 	last     *http.Response // the last response, kept while its retry waits
 }
 
-// end gives back what the call still holds as RoundTrip returns.
+// end gives back what the call still holds as RoundTrip returns. The test
+// that it holds nothing, the common case, is inlined.
 func (c *call) end() {
+	if c.bodyOurs || c.last != nil || c.ownsBody {
+		c.giveBack()
+	}
+}
+
+func (c *call) giveBack() {
 	if c.bodyOurs {
 		closeBody(c.req)
 	}
