@@ -18,6 +18,7 @@ import (
 type keyEnv struct {
 	cfg   config
 	probe probeSchedule
+	fleet SharedProber // the shared quota, if it shares outages; nil without the outage state
 	hosts hostTable
 	epoch time.Time // the origin of the pacer's clock (see now)
 
@@ -296,7 +297,8 @@ func (k *keyState) wait(ctx context.Context, w *waiter) error {
 }
 
 // abandon takes w out of the queue, or, if it was admitted meanwhile, gives
-// back what it took, and lets the requests behind it move up.
+// back what it took, and lets the requests behind it move up. A waiter
+// already sent out of the queue with an error is not in it any more.
 func (k *keyState) abandon(w *waiter) {
 	now := k.env.now()
 	k.mu.Lock()
@@ -307,12 +309,11 @@ func (k *keyState) abandon(w *waiter) {
 		}
 		k.pacer.giveBack(now, w.cost)
 		k.releaseLocked(now)
-		k.settleLocked(now, w.dep.seq, hostUnknown)
-		k.out.firstOut.Store(0) // it was not sent: what was out counts as answered
+		k.settleLocked(now, w.dep.seq, hostUnsent) // what was out is still unanswered
 		k.seen()
-	} else {
+	} else if len(w.ready) == 0 {
 		k.queue.remove(w)
-	}
+	} // else it left the queue with an error: the caller's is as good
 	k.dispatch(now)
 	k.mu.Unlock()
 }

@@ -251,14 +251,15 @@ func TestProbesBackOffFromTheFirstFailureUpToTheCap(t *testing.T) {
 		// once, and then the probes, one at a time.
 		probes := w.sentIn(start.Add(1), start.Add(time.Hour))
 		require.Greater(t, len(probes), 10)
-		// 200ms, doubling up to 500ms, each within ±25%.
+		// 200ms, doubling up to 500ms, each from the last failure, which
+		// comes at once: not jittered, so that the host, once back, waits
+		// 500ms at most for the probe that finds it.
 		want, last := 200*time.Millisecond, start
 		for i, p := range probes {
-			gap := p.Sub(last)
-			assert.InDelta(t, want, gap, float64(want)/4+float64(time.Microsecond), "gap %d", i)
+			assert.Equal(t, want, p.Sub(last), "gap %d", i)
 			want, last = min(2*want, 500*time.Millisecond), p
 		}
-		assert.LessOrEqual(t, len(probes), 20*8/3+1, "one probe every 375ms at most")
+		assert.LessOrEqual(t, len(probes), 20*2+1, "one probe every 500ms at most")
 	})
 }
 

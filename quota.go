@@ -89,12 +89,16 @@ type SharedLearner interface {
 // is down, or as it goes down or comes back. An error leaves the Transport
 // probing on its own, as it does without a SharedProber.
 type SharedProber interface {
-	// HostDown reports that a request on key found its host down. The
-	// first report starts the fleet's outage, its first probe due after
-	// initial; one from the process that holds the probe turn ends the
-	// turn and puts the next probe after twice the last interval, up to
-	// most; both jittered. Any other report changes nothing. It returns
-	// how long from now the next probe is due.
+	// HostDown reports that a request on key found its host down, or that
+	// its requests stall (go unanswered for much longer than usual; initial
+	// is then how long the stall may last). The first report starts the
+	// fleet's outage, its first probe due after initial; until a process
+	// is given the turn, a report whose initial would bring the first probe
+	// forward does. One from the process that holds the probe turn ends
+	// the turn and puts the next probe twice the last interval from now,
+	// up to most. Any other report changes nothing. None of it is
+	// jittered: the fleet sends one probe at a time. It returns how long
+	// from now the next probe is due.
 	HostDown(ctx context.Context, key string, initial, most time.Duration) (time.Duration, error)
 
 	// HostUp reports that a request on key sent after its host was found

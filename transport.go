@@ -61,6 +61,9 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	t.parser = ratelimitheader.Parser{Dialects: cfg.dialects, MaxServerWait: cfg.maxRetryAfter}
 	t.retry = newRetryPolicy(cfg.retry)
 	t.probe = newProbeSchedule(cfg.retry)
+	if t.probe.initial > 0 {
+		t.fleet, _ = cfg.shared.(SharedProber)
+	}
 	t.keys.seed = maphash.MakeSeed()
 	if t.obs = newObserver(cfg.obs); t.obs != nil && t.obs.m != nil {
 		t.obs.m.register(t)
@@ -293,6 +296,7 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	if resp == nil && err == nil {
 		err = errNilResponse // a broken base: an error, not a panic
 	}
+	downBefore := t.fleet != nil && k.isDown() // before this answer settles
 	if o != nil {
 		o.sent(ctx, c.req, c.key, err)
 	}
@@ -317,7 +321,7 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 		}
 	}
 	if t.cfg.shared != nil {
-		t.shareHealth(ctx, c.key, k, hv, wasDown, wasProbe)
+		t.shareHealth(ctx, c.key, k, hv, wasDown, wasProbe, downBefore)
 	}
 	k.seen()
 	if o != nil {
@@ -364,7 +368,7 @@ func (s *slot) unsent() {
 	if s.done != nil {
 		s.done(outcomeExcluded)
 	}
-	s.k.settle(&s.dep, hostUnknown)
+	s.k.settle(&s.dep, hostUnsent)
 	s.k.unsentFirst(s.dep.seq)
 	s.k.unanswered(&s.dep)
 	s.k.release()
@@ -478,6 +482,13 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			if down, next := p.HostState(key); down {
 				// Down since the request reserved its slot.
 				k.fleetHold(next, next)
+				s.unsent()
+				front = true
+				continue
+			}
+			if _, _, stalls := k.stalls(t.now()); stalls {
+				// The key's requests began to stall while this one waited
+				// for its slot: it waits in the queue.
 				s.unsent()
 				front = true
 				continue
@@ -607,6 +618,10 @@ func (t *Transport) newKey(key string, req *http.Request) *keyState {
 	k.host = t.hosts.get(req.URL.Host)
 	k.scope = k.host.scope(credential(t.keys.seed, req))
 	k.budget = t.retry.newBudget(t.epoch)
+	if t.fleet != nil {
+		k.out.stall = &fleetStall{timer: time.AfterFunc(time.Hour, func() { t.onStall(key, k) })}
+		k.out.stall.timer.Stop() // see sending
+	}
 	if t.cfg.breaker != nil {
 		s := *t.cfg.breaker
 		if t.obs != nil {

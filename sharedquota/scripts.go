@@ -352,12 +352,14 @@ return n
 // The outage scripts keep a key's outage, as the fleet knows it, in a
 // hash of its own beside the quota's (the same hash tag: the same slot):
 // field "next", the instant the next probe may go (µs of Redis's clock);
-// "nom", the instant it would go without jitter; "iv", the interval that
-// led to it, unjittered (µs); "own", the process holding the probe turn;
-// "ou", the instant its turn ends (µs). The probes keep to a schedule that
-// grows from the first failure (nom moves by iv, which doubles up to the
-// cap), and each is jittered around it: jitter does not add up over the
-// probes. Every value is checked as the quota's are: one that is not a
+// "nom", the same, for processes of an earlier version, which read it;
+// "iv", the interval that led to it (µs); "own", the process holding the
+// probe turn; "ou", the instant its turn ends (µs); "given", "0" until a
+// turn is given, then "1". The probes keep to the schedule of a single
+// process (see headway's outage): the first one initial after the first
+// report, each next one an interval after the last one failed, the
+// interval doubling up to the cap; not jittered, since the fleet sends one
+// probe at a time. Every value is checked as the quota's are: one that is not a
 // number, is negative, NaN or further ahead than a process writes makes
 // the record read as absent (no outage), and the next report writes it
 // anew. The record expires a margin after its next probe, or after the
@@ -370,36 +372,39 @@ return n
 
 // outageDownScript records that the host of a quota is down, as one
 // process found, and returns the wait until the next probe, in µs. With no
-// outage on, it starts one, the first probe due ARGV[2] µs from now,
-// jittered. From the process that holds the turn (ARGV[1]), it ends the
-// turn and puts the next probe twice the last interval on, up to ARGV[3],
-// jittered. From any other process it changes nothing.
+// outage on, it starts one, the first probe due ARGV[2] µs from now. From
+// the process that holds the turn (ARGV[1]), it ends the turn and puts the
+// next probe twice the last interval from now, up to ARGV[3]. From any
+// other process it changes nothing, unless no turn was given yet and the
+// report asks for an earlier first probe: a stall, reported with the time
+// it may last, gives way so to the first failure.
 //
 // KEYS[1]: the outage hash; ARGV[1]: the process; ARGV[2]: the first
-// interval, µs; ARGV[3]: the longest, µs; ARGV[4]: the jitter, in
-// thousandths of the interval (-250 to 250); ARGV[5]: the margin of the
-// TTL, ms; ARGV[6]: the channel; ARGV[7]: the name published.
+// interval, µs; ARGV[3]: the longest, µs; ARGV[4]: the margin of the TTL,
+// ms; ARGV[5]: the channel; ARGV[6]: the name published.
 var outageDownScript = redis.NewScript(prelude + `
-local initial, most, jit = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]) / 1000
-local v = redis.call('HMGET', KEYS[1], 'next', 'iv', 'own', 'ou', 'nom')
+local initial, most = tonumber(ARGV[2]), tonumber(ARGV[3])
+local v = redis.call('HMGET', KEYS[1], 'next', 'iv', 'own', 'ou', 'nom', 'given')
 local nxt = valid(v[1], now + 2 * most)
 local iv = valid(v[2], most)
-local ou = valid(v[4], now + 2 * most)
-local nom = valid(v[5], now + 2 * most)
-if nxt and iv and nom then
-  if v[3] ~= ARGV[1] or not ou or ou <= now then
+local given = v[6] == '0' and '0' or '1'
+if nxt and iv and valid(v[5], now + 2 * most) then
+  local ou = valid(v[4], now + 2 * most)
+  if v[3] == ARGV[1] and ou and ou > now then
+    iv = math.min(math.max(2 * iv, initial), most)
+  elseif given == '0' and now + initial < nxt then
+    iv = initial
+  else
     return math.max(nxt - now, 0)
   end
-  iv = math.min(math.max(2 * iv, initial), most)
-  nom = math.max(nom + iv, now + iv / 2)
 else
   iv = initial
-  nom = now + iv
+  given = '0'
 end
-nxt = math.max(math.floor(nom + iv * jit), now + 1)
-redis.call('HSET', KEYS[1], 'next', string.format('%d', nxt), 'nom', string.format('%d', nom), 'iv', string.format('%d', iv), 'own', '', 'ou', '0')
-redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil((nxt - now) / 1000) + tonumber(ARGV[5])))
-redis.call('PUBLISH', ARGV[6], 'o ' .. ARGV[7] .. ' ' .. string.format('%d', nxt - now))
+nxt = now + math.max(iv, 1)
+redis.call('HSET', KEYS[1], 'next', string.format('%d', nxt), 'nom', string.format('%d', nxt), 'iv', string.format('%d', iv), 'own', '', 'ou', '0', 'given', given)
+redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil((nxt - now) / 1000) + tonumber(ARGV[4])))
+redis.call('PUBLISH', ARGV[5], 'o ' .. ARGV[6] .. ' ' .. string.format('%d', nxt - now))
 return nxt - now
 `)
 
@@ -419,7 +424,7 @@ if not nxt or not valid(v[2], most) or not valid(v[5], now + 2 * most) then retu
 if nxt > now then return {nxt - now, 1} end
 local ou = valid(v[4], now + 2 * most)
 if ou and ou > now and v[3] ~= '' and v[3] ~= ARGV[1] then return {ou - now, 2} end
-redis.call('HSET', KEYS[1], 'own', ARGV[1], 'ou', string.format('%d', now + lease))
+redis.call('HSET', KEYS[1], 'own', ARGV[1], 'ou', string.format('%d', now + lease), 'given', '1')
 redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil(lease / 1000) + tonumber(ARGV[4])))
 return {0, 1}
 `)
