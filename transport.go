@@ -317,7 +317,7 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 		}
 		if t.cfg.shared != nil {
 			t.pauseShared(ctx, c.key, sig)
-			t.learnShared(ctx, c.key, k, sig)
+			t.learnShared(ctx, c.key, k, s.dep, sig)
 		}
 	}
 	if t.cfg.shared != nil {
@@ -614,6 +614,8 @@ func (t *Transport) newKey(key string, req *http.Request) *keyState {
 	k.pacer.init(lims)
 	if t.cfg.shared != nil {
 		k.sharedLims = withReserve(lims)
+		_, learns := t.cfg.shared.(SharedLearner)
+		k.fleetPaced = learns && len(lims) == 0
 	}
 	k.host = t.hosts.get(req.URL.Host)
 	k.scope = k.host.scope(credential(t.keys.seed, req))
