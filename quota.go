@@ -70,9 +70,17 @@ const sharedRecheck = 10 * time.Millisecond
 // expects before the next request is admitted: the reset for a window
 // that refills at its end, less for one known to refill as it goes.
 //
+// A Transport also calls Learn after a bare throttle (Throttled, with no
+// quota and no policy stated) on a key without limits of its own, whose
+// model of the server knows nothing: the SharedLearner then paces the
+// reservations of such keys for every process after it (it cuts the
+// fleet's pace and lets it climb back, once for the fleet), and the
+// Transport does not cut the key's own pace. When Learn fails, the
+// Transport cuts the key's own pace, as it does without a SharedLearner.
+//
 // Learn is called on the response's path, so it should answer from memory
-// when it has nothing new to share. Its error is ignored: what a process
-// could not share it still acts on itself.
+// when it has nothing new to share. Its error is otherwise ignored: what a
+// process could not share it still acts on itself.
 type SharedLearner interface {
 	Learn(ctx context.Context, key string, sig ratelimitheader.Signal) error
 }
@@ -189,12 +197,19 @@ func (t *Transport) pauseShared(ctx context.Context, key string, sig *ratelimith
 
 // learnShared tells the shared quota, if it learns, what a response to a
 // request on k said about its quota: only a response that stated one.
-func (t *Transport) learnShared(ctx context.Context, key string, k *keyState, sig *ratelimitheader.Signal) {
-	if !sig.HasRemaining && (sig.Limit <= 0 || sig.Period <= 0) {
-		return
-	}
+func (t *Transport) learnShared(ctx context.Context, key string, k *keyState, dep departure, sig *ratelimitheader.Signal) {
 	l, ok := t.cfg.shared.(SharedLearner)
 	if !ok {
+		return
+	}
+	if k.fleetPaced && sig.Throttled && k.bareFor(sig) {
+		s := *sig
+		s.Wait = min(s.Wait, t.cfg.maxRetryAfter)
+		err := l.Learn(context.WithoutCancel(ctx), key, s)
+		k.settleBare(bareThrottle{now: t.now(), seq: dep.seq, wait: s.Wait, hasWait: s.HasWait}, err == nil)
+		return
+	}
+	if !sig.HasRemaining && (sig.Limit <= 0 || sig.Period <= 0) {
 		return
 	}
 	s := *sig

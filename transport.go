@@ -199,8 +199,15 @@ type call struct {
 	last     *http.Response // the last response, kept while its retry waits
 }
 
-// end gives back what the call still holds as RoundTrip returns.
+// end gives back what the call still holds as RoundTrip returns. The test
+// that it holds nothing, the common case, is inlined.
 func (c *call) end() {
+	if c.bodyOurs || c.last != nil || c.ownsBody {
+		c.giveBack()
+	}
+}
+
+func (c *call) giveBack() {
 	if c.bodyOurs {
 		closeBody(c.req)
 	}
@@ -335,7 +342,7 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 		}
 		if t.cfg.shared != nil {
 			t.pauseShared(ctx, c.key, sig)
-			t.learnShared(ctx, c.key, k, sig)
+			t.learnShared(ctx, c.key, k, s.dep, sig)
 		}
 	}
 	if t.cfg.shared != nil {
@@ -632,6 +639,8 @@ func (t *Transport) newKey(key string, req *http.Request) *keyState {
 	k.pacer.init(lims)
 	if t.cfg.shared != nil {
 		k.sharedLims = withReserve(lims)
+		_, learns := t.cfg.shared.(SharedLearner)
+		k.fleetPaced = learns && len(lims) == 0
 	}
 	k.host = t.hosts.get(req.URL.Host)
 	k.scope = k.host.scope(credential(t.keys.seed, req))
