@@ -186,8 +186,8 @@ func WithCost(ctx context.Context, n int) context.Context {
 
 // costOf returns the cost of req: from its context, else from the cost
 // func, else 1.
-func (c *config) costOf(req *http.Request) int64 {
-	if n, ok := req.Context().Value(costKey{}).(int); ok {
+func (c *config) costOf(ctx context.Context, req *http.Request) int64 {
+	if n, ok := ctx.Value(costKey{}).(int); ok {
 		return int64(n)
 	}
 	if c.costFunc != nil {

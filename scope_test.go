@@ -1,6 +1,7 @@
 package headway_test
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,11 +15,13 @@ import (
 
 	"github.com/headway-go/headway"
 	"github.com/headway-go/headway/fakeserver"
+	"github.com/headway-go/headway/ratelimitheader"
 )
 
-// throttleLog records, for each request, its token, when it left (on the
-// server's clock: the fake server decides as a request arrives) and
-// whether it was throttled.
+// throttleLog records, for each request, its token and path, when it left
+// (on the server's clock: the fake server decides as a request arrives)
+// and whether it was throttled; for a throttle, when its answer came, the
+// end of the wait it named and whether that was global.
 type throttleLog struct {
 	base http.RoundTripper
 	mu   sync.Mutex
@@ -26,20 +29,51 @@ type throttleLog struct {
 }
 
 type loggedReq struct {
-	token     string
-	at        time.Time
-	throttled bool
+	token, path string
+	at          time.Time
+	throttled   bool
+	recv, end   time.Time
+	global      bool
 }
 
 func (l *throttleLog) RoundTrip(req *http.Request) (*http.Response, error) {
 	at := time.Now()
 	resp, err := l.base.RoundTrip(req)
-	if err == nil {
-		l.mu.Lock()
-		l.reqs = append(l.reqs, loggedReq{token: req.Header.Get("Authorization"), at: at, throttled: resp.StatusCode == http.StatusTooManyRequests})
-		l.mu.Unlock()
+	if err != nil {
+		return resp, err
 	}
+	r := loggedReq{token: req.Header.Get("Authorization"), path: req.URL.Path, at: at, throttled: resp.StatusCode == http.StatusTooManyRequests}
+	if r.throttled {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		r.recv = time.Now()
+		sig := ratelimitheader.Parse(&ratelimitheader.Input{Status: resp.StatusCode, Header: resp.Header, Body: body, Now: r.recv})
+		r.end, r.global = r.recv.Add(sig.Wait), sig.Scope == ratelimitheader.ScopeGlobal
+	}
+	l.mu.Lock()
+	l.reqs = append(l.reqs, r)
+	l.mu.Unlock()
 	return resp, err
+}
+
+// knownEarly returns the requests of token sent inside a wait its client
+// knew of: after the answer of a throttle that named it came and before
+// it ended, of the throttle's route or, for a global one, of any.
+func (l *throttleLog) knownEarly(token string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.reqs {
+		for _, q := range l.reqs {
+			if q.throttled && q.token == token && r.token == token && (q.global || q.path == r.path) &&
+				!q.recv.After(r.at) && r.at.Before(q.end) {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // perWindow returns the throttles of token in each window of length w,
@@ -194,6 +228,7 @@ func TestTheRoutesOfATokenShareItsGlobalWindow(t *testing.T) {
 						assert.LessOrEqual(t, c, most, "%s: %d throttles in window %d", token, c, i+1)
 					}
 					assert.GreaterOrEqual(t, least.Seconds()/took[token].Seconds(), 0.95, "%s: efficiency", token)
+					assert.Zero(t, log.knownEarly(token), "%s: requests sent inside a wait the client knew of", token)
 				}
 			})
 		})
