@@ -129,8 +129,8 @@
 // A failure that shows a key's host is down (a 5xx but 501 and 505, a 503
 // or 529 that names no delay, a broken or refused connection, a timeout;
 // not a 4xx, not a throttle) moves the key into probing: one request in
-// flight at a time, each after a jittered backoff that grows from the first
-// failure ([RetryOptions.ProbeInterval], [RetryOptions.MaxProbeInterval]).
+// flight at a time, each after a backoff that grows from the first failure
+// ([RetryOptions.ProbeInterval], [RetryOptions.MaxProbeInterval]).
 // The key's other requests wait in its queue, in order; one whose deadline
 // or [QueueOptions.MaxWait] comes before the next probe fails at once with a
 // [*WaitError] whose NextProbe says when it goes. A retry of a request that

@@ -18,6 +18,7 @@ import (
 type keyEnv struct {
 	cfg   config
 	probe probeSchedule
+	fleet SharedProber // the shared quota, if it shares outages; nil without the outage state
 	hosts hostTable
 	epoch time.Time // the origin of the pacer's clock (see now)
 
@@ -65,6 +66,10 @@ type keyState struct {
 	timer    *time.Timer
 	timerAt  int64 // when the armed timer fires; 0 when disarmed
 	evicted  bool  // removed from the key table; look the key up again
+	// fleetPaced: the key has no limits and its shared quota learns, so
+	// the pace after bare throttles is the fleet's (see SharedLearner),
+	// and the key cuts its own only for a throttle it could not share.
+	fleetPaced bool
 
 	// statedUntil is the end of the last wait a server named that was
 	// longer than the cap (WithMaxServerWait); 0 when none. The key is
@@ -78,6 +83,17 @@ type keyState struct {
 	// sent when the last one came, and when the last rareThrottles came.
 	throttleSeq uint64
 	throttleAt  [rareThrottles]int64
+}
+
+// bareThrottle is what a key's own AIMD needs to take a bare throttle in:
+// its time, the departure throttled, the end of the pause before it, and
+// the wait the server named, if any.
+type bareThrottle struct {
+	now        int64
+	seq        uint64
+	pausedTill int64
+	wait       time.Duration
+	hasWait    bool
 }
 
 // acquire waits until a request of the given cost may leave on k, or fails.
@@ -296,7 +312,8 @@ func (k *keyState) wait(ctx context.Context, w *waiter) error {
 }
 
 // abandon takes w out of the queue, or, if it was admitted meanwhile, gives
-// back what it took, and lets the requests behind it move up.
+// back what it took, and lets the requests behind it move up. A waiter
+// already sent out of the queue with an error is not in it any more.
 func (k *keyState) abandon(w *waiter) {
 	now := k.env.now()
 	k.mu.Lock()
@@ -307,12 +324,11 @@ func (k *keyState) abandon(w *waiter) {
 		}
 		k.pacer.giveBack(now, w.cost)
 		k.releaseLocked(now)
-		k.settleLocked(now, w.dep.seq, hostUnknown)
-		k.out.firstOut.Store(0) // it was not sent: what was out counts as answered
+		k.settleLocked(now, w.dep.seq, hostUnsent) // what was out is still unanswered
 		k.seen()
-	} else {
+	} else if len(w.ready) == 0 {
 		k.queue.remove(w)
-	}
+	} // else it left the queue with an error: the caller's is as good
 	k.dispatch(now)
 	k.mu.Unlock()
 }
@@ -509,6 +525,7 @@ func (k *keyState) answeredNow(dep *departure) {
 	k.mu.Lock()
 	now := k.env.now()
 	k.window.answered(dep.seq)
+	k.sustain()
 	k.scope.answered(dep.scopeSeq, now-dep.sent)
 	k.align(now)
 	k.routeDone(now, *dep, true)
@@ -527,8 +544,8 @@ func (k *keyState) unanswered(dep *departure) {
 
 // observe applies what the response to dep, sent on route, said, at now.
 // coarse reports that the response stated its reset to the second, and
-// off is the estimate of the server's clock less ours it was read with.
-func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimitheader.Signal, coarse bool, off time.Duration) {
+// rc the estimates of the server's clock it was read with.
+func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimitheader.Signal, coarse bool, rc readClock) {
 	seq := dep.seq
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -572,7 +589,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 			dep.sub.m.correct(now, dep.at, 1)
 		}
 	default:
-		k.model.secondReset, k.model.offset = coarse, int64(off)
+		k.model.secondReset, k.model.offset = coarse, int64(rc.reset)
 		k.model.observe(now, seq, k.sent, sig)
 		k.model.resetAt = min(k.model.resetAt, satAdd(now, int64(limit)))
 	}
@@ -590,42 +607,93 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 		// rounds: only a finer one (a date on a skewed clock, Discord's
 		// retry_after) can say where windows end, and a date only once the
 		// server's clock is known well.
+		if rc.waitAt {
+			k.window.reclock(int64(rc.wait))
+		}
 		k.window.unheard(k.sent, uint64(max(k.unseen.Load(), 1)))
 		k.window.throttled(satAdd(now, int64(sig.Wait)), seq, k.sent)
 	}
 	k.window.answered(seq)
+	k.sustain()
 	k.learning.Store(k.window.learning())
-	bare := sig.Throttled && !sig.HasRemaining && !k.model.known && !sig.Permanent && k.buckets == nil
+	bare := k.bare(sig)
 	if bare && k.rareThrottle(now, seq) {
 		if sig.HasWait {
 			k.resumeWithoutBurst(satAdd(now, int64(wait)))
 		}
-	} else if bare {
-		if !k.aimd.active {
-			k.aimd.ceiling = k.ceiling()
-			k.model.track() // the cuts to come measure what was sent
-			if k.throttleSeq > 0 {
-				// Throttles came before, taken as accidents: this one is no
-				// first burst, but of a key at its configured pace, whose
-				// burst went out after each pause.
-				k.aimd.active, k.aimd.wmax, k.aimd.burst = true, k.aimd.ceiling, float64(k.minBurst())
-				k.aimd.cutAt = now - int64(time.Hour)
-			}
-		}
-		n, span, known := k.model.recent(now, pausedTill)
-		k.aimd.throttled(now, seq, k.sent, n, span, known, known && pausedTill > now-int64(time.Second))
-		k.aimdB.Interval, k.aimdB.Burst, k.aimdB.Unweighted = k.aimd.interval(now), 1, true
-		// The throttle emptied the server's bucket: the next request waits
-		// for the end of the pause the server named, or else one interval
-		// at the new pace.
-		if sig.HasWait {
-			k.aimdB.TAT = satAdd(now, int64(wait))
-		} else {
-			k.aimdB.TAT = max(k.aimdB.TAT, satAdd(now, k.aimdB.Interval))
-		}
+	} else if bare && !k.fleetPaced {
+		// (A fleet-paced key's is the fleet's: see Transport.learnShared.)
+		k.cut(bareThrottle{now: now, seq: seq, pausedTill: pausedTill, wait: wait, hasWait: sig.HasWait})
 	}
 	k.align(now)
 	k.dispatch(now)
+}
+
+// sustain keeps, under k.mu, the pace of bare throttles at or above what
+// the cycles of a window being learned let through: a pace under it never
+// spends a window's quota, so the window never throttles again, and is
+// never learned.
+func (k *keyState) sustain() {
+	if r := k.window.sustained(); r > 0 && k.aimd.active && !k.window.on {
+		k.aimd.wmax = max(k.aimd.wmax, r/aimdBeta) // at() is then r at least
+	}
+}
+
+// cut takes the bare throttle b in, under k.mu: the key's own AIMD cuts
+// its pace.
+func (k *keyState) cut(b bareThrottle) {
+	now, seq, pausedTill := b.now, b.seq, b.pausedTill
+	if !k.aimd.active {
+		k.aimd.ceiling = k.ceiling()
+		k.model.track() // the cuts to come measure what was sent
+		if k.throttleSeq > 0 {
+			// Throttles came before, taken as accidents: this one is no
+			// first burst, but of a key at its configured pace, whose
+			// burst went out after each pause.
+			k.aimd.active, k.aimd.wmax, k.aimd.burst = true, k.aimd.ceiling, float64(k.minBurst())
+			k.aimd.cutAt = now - int64(time.Hour)
+		}
+	}
+	n, span, known := k.model.recent(now, pausedTill)
+	k.aimd.throttled(now, seq, k.sent, n, span, known, known && pausedTill > now-int64(time.Second))
+	k.sustain()
+	k.aimdB.Interval, k.aimdB.Burst, k.aimdB.Unweighted = k.aimd.interval(now), 1, true
+	// The throttle emptied the server's bucket: the next request waits
+	// for the end of the pause the server named, or else one interval
+	// at the new pace.
+	if b.hasWait {
+		k.aimdB.TAT = satAdd(now, int64(b.wait))
+	} else {
+		k.aimdB.TAT = max(k.aimdB.TAT, satAdd(now, k.aimdB.Interval))
+	}
+}
+
+// bare reports, under k.mu, whether sig is a bare throttle for k: one
+// that states no quota, on a key whose server has stated none either.
+func (k *keyState) bare(sig *ratelimitheader.Signal) bool {
+	return sig.Throttled && !sig.HasRemaining && !k.model.known && !sig.Permanent && k.buckets == nil
+}
+
+// bareFor reports whether sig is a bare throttle for k.
+func (k *keyState) bareFor(sig *ratelimitheader.Signal) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.bare(sig)
+}
+
+// settleBare takes in the bare throttle b after the fleet was told of it:
+// shared, the fleet's pace holds, and the key's own (cut while the fleet
+// could not be told) is forgotten; not shared, the key cuts its own.
+func (k *keyState) settleBare(b bareThrottle, shared bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if shared {
+		k.aimd, k.aimdB = aimd{}, bucket{}
+		return
+	}
+	b.pausedTill = max(k.pacer.pauseUntil, k.scope.pauseUntil.Load())
+	k.cut(b)
+	k.dispatch(k.env.now())
 }
 
 // rareThrottles is how many throttles a key with configured limits takes

@@ -15,10 +15,18 @@ import (
 // An outage is a key whose host looks down: a request failed with a 5xx
 // (not a throttle that states its wait), a 529, a broken or refused
 // connection or a timeout. From that failure on, the key sends one request
-// at a time, a probe, each after a jittered backoff that grows from the
-// failure (cenkalti/backoff), and its other requests wait in its queue, in
-// order. The first probe that gets any other answer ends the outage, and
-// the queue drains at once at the key's pace.
+// at a time, a probe, each after a backoff that grows from the failure
+// (cenkalti/backoff), and its other requests wait in its queue, in order.
+// The first probe that gets any other answer ends the outage, and the queue
+// drains at once at the key's pace.
+//
+// The backoff is not jittered. Jitter spreads the retries of many clients
+// that failed together; a key sends one probe at a time, and a fleet that
+// shares its quota one probe in all (see SharedProber), so there is nothing
+// to spread. What jitter would do is lengthen the longest wait: the time
+// from the host's return to the probe that finds it is at most the
+// interval in effect, which ±25% would make 1.25 times it, for the same
+// number of probes.
 //
 // Outcomes are told apart by departure number, as gobreaker tells them
 // apart by generation: a success of a request sent before the failure that
@@ -30,24 +38,37 @@ import (
 // Its fields are guarded by the key's mutex; times are on the pacer's clock.
 type outage struct {
 	down    bool
-	probing bool   // a probe is in flight
-	fleet   bool   // down as the fleet reports it (see SharedProber)
-	probe   uint64 // the probe's departure number, while probing
-	next    int64  // when the next probe may leave
-	downAt  uint64 // the departure whose failure began the outage
-	upAt    uint64 // the last departure before the last outage ended
+	probing bool // a probe is in flight
+	fleet   bool // down as the fleet reports it (see SharedProber)
+	// stallShared: the fleet heard of a stall of this key, and awaits its
+	// end (see onStall).
+	stallShared atomic.Bool
+	probe       uint64 // the probe's departure number, while probing
+	next        int64  // when the next probe may leave
+	downAt      uint64 // the departure whose failure began the outage
+	upAt        uint64 // the last departure before the last outage ended
 	// While fleet: when the fleet's next probe is due.
 	fleetNext int64
 	bo        *backoff.ExponentialBackOff
 	clock     clockAt       // bo's clock, never read: bo has no elapsed-time bound
 	isDown    atomic.Bool   // down, read without the lock
+	stalled   atomic.Bool   // the queue waits for an answer (see outageGate)
 	changes   atomic.Uint64 // times down changed
 	logged    atomic.Uint64 // changes logged (see observer.outage)
 
 	// What tells a stall (see outageGate).
 	firstOut atomic.Int64 // 1 + when the first request sent since the last answer went; 0: none
 	latency  atomic.Int64 // the usual latency of an answer; 0: none yet
-	stalled  atomic.Bool  // the queue waits for an answer
+	stall    *fleetStall  // with a fleet only
+}
+
+// fleetStall is what a key whose outages its fleet shares needs to tell the
+// fleet of a stall (see onStall): the timer that looks for one once a
+// silence began, and the firstOut of the last one told (under the key's
+// mutex).
+type fleetStall struct {
+	timer *time.Timer
+	first int64
 }
 
 // setDown sets o.down, and its copy read without the lock.
@@ -69,7 +90,7 @@ func (o *outage) backoff(p probeSchedule) *backoff.ExponentialBackOff {
 			backoff.WithInitialInterval(p.initial),
 			backoff.WithMaxInterval(p.cap),
 			backoff.WithMultiplier(probeMultiplier),
-			backoff.WithRandomizationFactor(probeJitter),
+			backoff.WithRandomizationFactor(0), // see outage
 			backoff.WithMaxElapsedTime(0),
 			backoff.WithClockProvider(&o.clock),
 		)
@@ -109,9 +130,10 @@ func (ob *observer) outage(ctx context.Context, req *http.Request, key string, k
 type outageVerdict uint8
 
 const (
-	hostUnknown outageVerdict = iota // the caller gave up, or nothing was sent
+	hostUnknown outageVerdict = iota // the caller gave up
 	hostUp                           // any answer that is not a failure below
 	hostDown                         // 5xx, 529, broken connection, timeout
+	hostUnsent                       // nothing was sent: as hostUnknown, but no answer either
 )
 
 // statusOverloaded is the status of an overloaded server that some APIs
@@ -165,12 +187,11 @@ type probeSchedule struct {
 }
 
 // Defaults of RetryOptions.ProbeInterval and MaxProbeInterval, and the
-// growth and jitter of the probes' backoff.
+// growth of the probes' backoff.
 const (
 	defaultProbeInterval    = 200 * time.Millisecond
 	defaultMaxProbeInterval = 500 * time.Millisecond
 	probeMultiplier         = 2
-	probeJitter             = 0.25 // each wait is drawn from ±25% of the interval
 )
 
 // newProbeSchedule fills in the defaults of o's probe settings.
@@ -200,18 +221,28 @@ func (k *keyState) outageGate(now int64) bool {
 	if o.probing {
 		return false
 	}
-	lat := o.latency.Load()
-	first := o.firstOut.Load()
+	first, end, ok := k.stalls(now)
+	if !ok {
+		return true
+	}
+	_ = first
+	o.stalled.Store(true)
+	k.arm(now, end)
+	return false
+}
+
+// stalls reports whether k's requests stall at now (see outageGate), and if
+// so, the firstOut the stall is counted from and when it ends at the
+// latest. It takes no lock.
+func (k *keyState) stalls(now int64) (first, end int64, ok bool) {
+	lat := k.out.latency.Load()
+	first = k.out.firstOut.Load()
 	if lat == 0 || first == 0 {
-		return true // nothing known, or nothing unanswered
+		return 0, 0, false // nothing known, or nothing unanswered
 	}
-	quiet, thr := now+1-first, satAdd(satMul(stallFactor, lat), int64(stallMargin))
-	if quiet > thr && quiet <= thr+int64(probeWait) {
-		o.stalled.Store(true)
-		k.arm(now, first-1+thr+int64(probeWait)+1) // a stall is short-lived
-		return false
-	}
-	return true
+	quiet, thr := now+1-first, stallAfter(lat)
+	end = first - 1 + thr + int64(probeWait) + 1 // a stall is short-lived
+	return first, end, quiet > thr && quiet <= thr+int64(probeWait)
 }
 
 // A key stalls once a request has gone unanswered for stallFactor times
@@ -222,6 +253,10 @@ const (
 	stallFactor = 2
 	stallMargin = 10 * time.Millisecond
 )
+
+// stallAfter returns how long a silence of a key whose answers take lat
+// lasts before it is a stall.
+func stallAfter(lat int64) int64 { return satAdd(satMul(stallFactor, lat), int64(stallMargin)) }
 
 // outageFloor returns d held back to the next probe, while k's host is
 // down. Called under k.mu.
@@ -241,24 +276,42 @@ func (k *keyState) outageTake(seq uint64) {
 }
 
 // sending notes that departure dep of k goes to the server now: a stall is
-// counted from the first send since the last answer. When direct, dep left
-// on acquire's fast path and nothing since could wait (a shared quota's
-// slot, a body read, a hook), so the clock read that let it go stands for
-// the send's; otherwise the clock is read again.
+// counted from the first send since the last answer, and the latency of
+// its answer from dep.sent. When direct, dep left on acquire's fast path
+// and nothing since could wait (a shared quota's slot, a body read, a
+// hook), so the clock read that let it go stands for the send's; otherwise
+// the clock is read again, and dep.sent moved to it: a wait for a shared
+// slot is no part of the host's latency.
 func (k *keyState) sending(dep *departure, direct bool) {
-	// Nothing to do while an earlier send is still unanswered.
-	if k.env.probe.initial > 0 && k.out.firstOut.Load() == 0 {
-		at := dep.sent
+	if k.env.probe.initial > 0 {
 		if !direct {
-			at = k.env.now()
+			dep.sent = max(dep.sent, k.env.now())
 		}
-		k.out.firstOut.CompareAndSwap(0, at+1)
+		if k.out.firstOut.Load() == 0 { // else an earlier send is still unanswered
+			k.silence(dep.sent)
+		}
+	}
+}
+
+// silence notes that a send of k at (on the pacer's clock) is the first
+// since the last answer, unless another one was: a stall is counted from
+// it. With a fleet, it arms the key's stall timer: should the silence last
+// into a stall, the fleet hears of it then (see onStall), whether or not
+// a request of this process waits to leave.
+func (k *keyState) silence(at int64) {
+	o := &k.out
+	if o.firstOut.CompareAndSwap(0, at+1) && o.stall != nil {
+		if lat := o.latency.Load(); lat != 0 {
+			o.stall.timer.Reset(time.Duration(stallAfter(lat) + 1))
+		}
 	}
 }
 
 // settle tells k how departure dep ended, and lets the queue go on if it
-// may. Every departure is settled once: hostUnknown for one that was not
-// sent or whose caller gave up.
+// may. Every departure is settled once: hostUnsent for one that was not
+// sent, hostUnknown for one whose caller gave up. One that was not sent
+// does not end the silence a stall is counted in: the requests out are
+// still unanswered.
 //
 // An answer ends the silence a stall is counted in. Its latency is timed
 // where the stall rule may use it: when no latency is known yet, when
@@ -268,7 +321,7 @@ func (k *keyState) sending(dep *departure, direct bool) {
 func (k *keyState) settle(dep *departure, v outageVerdict) {
 	o := &k.out
 	on := k.env.probe.initial > 0
-	if on {
+	if on && v != hostUnsent {
 		if o.firstOut.Load() != 0 {
 			o.firstOut.Store(0) // answers settle concurrently: any answer will do
 		}
@@ -278,7 +331,7 @@ func (k *keyState) settle(dep *departure, v outageVerdict) {
 				// The latency of the answers, an average of the last
 				// eight or so timed: how long a silence must last to be a
 				// stall.
-				lat := max(k.env.now()-dep.at, 1)
+				lat := max(k.env.now()-dep.sent, 1)
 				if old != 0 {
 					lat = old + (lat-old)/8
 				}
@@ -327,8 +380,8 @@ func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict) {
 				o.next = satAdd(now, int64(o.bo.NextBackOff()))
 			} // else held by a breaker alone, which says when
 		}
-		// hostUnknown: the probe was not sent, or its caller gave up; the
-		// next one may go when it was due.
+		// hostUnsent, hostUnknown: the probe was not sent, or its caller
+		// gave up; the next one may go when it was due.
 	case v == hostUp && seq > o.downAt:
 		// A request sent after the failure that began the outage, or
 		// admitted before a hold (the breaker's), came back fine.

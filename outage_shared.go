@@ -17,13 +17,7 @@ const fleetRecheck = 10 * time.Millisecond
 
 // prober returns the shared quota as a SharedProber, if it is one and the
 // outage state is on.
-func (t *Transport) prober() SharedProber {
-	if t.probe.initial <= 0 {
-		return nil
-	}
-	p, _ := t.cfg.shared.(SharedProber)
-	return p
-}
+func (t *Transport) prober() SharedProber { return t.fleet }
 
 // fleetGate decides whether departure seq of k may go as far as the fleet's
 // outage of key goes: it may (ok) when the fleet reports the host up, or
@@ -55,9 +49,11 @@ func (t *Transport) fleetGate(ctx context.Context, p SharedProber, key string, k
 
 // shareHealth tells the fleet what the answer to departure seq of k found,
 // v, when it matters to the fleet: the host went down (the key's outage
-// began with it, or the key's probe failed), or came back. wasDown and
-// wasProbe are whether k was down, and seq its probe, when it was sent.
-func (t *Transport) shareHealth(ctx context.Context, key string, k *keyState, v outageVerdict, wasDown, wasProbe bool) {
+// began with it, or the key's probe failed), or came back (the answer
+// ended k's outage, or answered a stall k told the fleet of). wasDown and
+// wasProbe are whether k was down, and seq its probe, when it was sent;
+// downBefore whether k was down when the answer came.
+func (t *Transport) shareHealth(ctx context.Context, key string, k *keyState, v outageVerdict, wasDown, wasProbe, downBefore bool) {
 	p := t.prober()
 	if p == nil {
 		return
@@ -65,12 +61,53 @@ func (t *Transport) shareHealth(ctx context.Context, key string, k *keyState, v 
 	ctx = context.WithoutCancel(ctx)
 	switch {
 	case v == hostDown && k.isDown() && (wasProbe || !wasDown):
+		k.out.stallShared.Store(false) // the outage's own reports take over
 		w, err := p.HostDown(ctx, key, t.probe.initial, t.probe.cap)
 		if err == nil {
 			k.fleetHold(w, w) // the fleet's schedule, not k's own
 		}
-	case v == hostUp && wasDown && !k.isDown():
+	case v != hostUp:
+	case downBefore && !k.isDown():
+		_ = p.HostUp(ctx, key) // the answer ended k's outage
+	case k.out.stallShared.Load() && k.out.stallShared.CompareAndSwap(true, false):
+		// An answer ends the stall k told the fleet of: the host answers.
+		// k may be held by the fleet's outage meanwhile (its own report
+		// made it one), which ends too; an outage of its own (a failure
+		// since) would have taken stallShared back.
 		_ = p.HostUp(ctx, key)
+		k.fleetUp()
+	}
+}
+
+// onStall runs, on k's stall timer, when a silence of k (on key) that
+// began may have become a stall (see sending): if it has, and the fleet
+// has not heard of it, the fleet hears of it now, as of a failure, with
+// the fleet's first probe due when k's stall ends at the latest (see
+// outageGate): the first failure of a stalled request (a timeout) brings
+// it forward, and an answer to one ends the fleet's outage. Each process
+// of the fleet holds its queue as soon as it hears: it need not see its
+// own requests stall.
+func (t *Transport) onStall(key string, k *keyState) {
+	now := t.now()
+	first, end, ok := k.stalls(now)
+	if !ok || k.isDown() {
+		return
+	}
+	k.mu.Lock()
+	fresh := k.out.stall.first != first
+	k.out.stall.first = first
+	k.mu.Unlock()
+	if !fresh {
+		return
+	}
+	k.out.stallShared.Store(true)
+	ctx := context.Background()
+	if _, err := t.fleet.HostDown(ctx, key, time.Duration(end-now), t.probe.cap); err != nil {
+		k.out.stallShared.Store(false)
+		return
+	}
+	if k.out.firstOut.Load() != first && !k.isDown() && k.out.stallShared.Swap(false) {
+		_ = t.fleet.HostUp(ctx, key) // answered while the fleet heard
 	}
 }
 

@@ -32,6 +32,7 @@ type memOutage struct {
 	iv    time.Duration
 	owner int // 0: none
 	until time.Time
+	given bool // a turn was given
 }
 
 func newMemFleet() *memFleet {
@@ -101,8 +102,10 @@ func (v *fleetView) HostDown(_ context.Context, key string, initial, most time.D
 	case o == nil:
 		o = &memOutage{iv: initial}
 		f.outage[key] = o
-	case o.owner != v.id || !o.until.After(now):
+	case (o.owner != v.id || !o.until.After(now)) && (o.given || !now.Add(initial).Before(o.next)):
 		return max(o.next.Sub(now), 0), nil
+	case o.owner != v.id || !o.until.After(now):
+		o.iv = initial // no turn given yet: the first probe comes forward
 	default:
 		o.iv = min(2*o.iv, most)
 	}
@@ -140,7 +143,7 @@ func (v *fleetView) ProbeTurn(_ context.Context, key string) (time.Duration, err
 	case o.owner != 0 && o.owner != v.id && o.until.After(now):
 		return o.until.Sub(now), nil
 	}
-	o.owner, o.until = v.id, now.Add(time.Second)
+	o.owner, o.until, o.given = v.id, now.Add(time.Second), true
 	return 0, nil
 }
 
@@ -171,21 +174,28 @@ func (l *sendLog) firstAfter(t time.Time) time.Time {
 
 // TestAFleetSendsOneProbe is the outage split over a fleet, in
 // virtual time: 4 Transports with 2 workers each share a quota and a
-// prober; 600 GETs at 100 a second in all, 3 s of 500s. Together they send
-// no more into the outage than one Transport does alone, nothing fails, and
-// once a probe finds the host back every Transport sends again within one
-// recheck and one pacing interval. With the prober away, each probes on
-// its own and nothing fails either.
+// prober; 600 GETs at 100 a second in all, 3 s of 500s, or of a host that
+// accepts and hangs past the client's timeout. Together they send no more
+// into the outage than one Transport does alone, nothing fails, and once a
+// probe finds the host back every Transport sends again within one recheck
+// and one pacing interval. With the prober away, each probes on its own
+// and nothing fails either.
 func TestAFleetSendsOneProbe(t *testing.T) {
-	for _, broken := range []bool{false, true} {
-		name := "shared"
-		if broken {
-			name = "prober away"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		shape  fakeserver.OutageShape
+		broken bool
+	}{
+		{"500s, shared", fakeserver.OutageError, false},
+		{"500s, prober away", fakeserver.OutageError, true},
+		{"hangs, shared", fakeserver.OutageHang, false},
+		{"hangs, prober away", fakeserver.OutageHang, true},
+	} {
+		broken := c.broken
+		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := fakeserver.New(fakeserver.Config{Limit: 100, Burst: 10,
-					Faults: fakeserver.Faults{Outage: fakeserver.OutageError, Latency: 5 * time.Millisecond}})
+					Faults: fakeserver.Faults{Outage: c.shape, Latency: 5 * time.Millisecond}})
 				start := time.Now()
 				from, to := start.Add(2*time.Second), start.Add(5*time.Second)
 				srv.SetOutage(from, to)
@@ -322,5 +332,55 @@ func TestAFirstRequestNotSentDoesNotHoldTheKey(t *testing.T) {
 		drain(resp)
 		// The slot the first took is spent: one pacing interval at most.
 		assert.LessOrEqual(t, time.Since(began), 10*time.Millisecond, "sent within one interval, not a second later")
+	})
+}
+
+// TestAStallHoldsTheFleetUntilAnAnswer: a host that stops answering one
+// process's request (here a slow call, 300 ms where answers take 5 ms)
+// holds the whole fleet as soon as the silence is a stall (twice the usual
+// latency and 10 ms), not only the process that sees it: another process's
+// request waits, as does the next of the process that sees it, and both go
+// within one recheck of the answer that ends it.
+func TestAStallHoldsTheFleetUntilAnAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newMemFleet()
+		slowA := &stubRT{onRound: func(req *http.Request) {
+			if req.URL.Path == "/slow" {
+				time.Sleep(300 * time.Millisecond)
+			} else {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}}
+		stubB := &stubRT{}
+		a := New(slowA, WithLimit(PerSecond(100)), WithSharedQuota(f.view(1)))
+		b := New(stubB, WithLimit(PerSecond(100)), WithSharedQuota(f.view(2)))
+		get := func(tr *Transport, path string) {
+			resp, err := tr.RoundTrip(mustReq(t, "http://api.test"+path))
+			require.NoError(t, err)
+			drain(resp)
+		}
+		for range 3 {
+			get(a, "/") // a learns how long its answers take
+		}
+		time.Sleep(time.Second) // a's pace allows the next request at once
+		began := time.Now()
+		var wg sync.WaitGroup
+		wg.Go(func() { get(a, "/slow") })
+		time.Sleep(21 * time.Millisecond)
+		down, _ := f.view(2).HostState("api.test")
+		require.True(t, down, "the fleet heard of a's stall as soon as it was one")
+		wg.Go(func() { get(a, "/") }) // a's own next request waits too
+		get(b, "/")
+		wg.Wait()
+		sent := stubB.times()
+		require.Len(t, sent, 1)
+		assert.GreaterOrEqual(t, sent[0].Sub(began), 300*time.Millisecond, "b waited for a's answer")
+		assert.LessOrEqual(t, sent[0].Sub(began), 300*time.Millisecond+fleetRecheck, "and went within one recheck of it")
+		sentA := slowA.times()
+		require.Len(t, sentA, 5)
+		assert.GreaterOrEqual(t, sentA[4].Sub(began), 300*time.Millisecond, "a's next request waited for the answer")
+		assert.LessOrEqual(t, sentA[4].Sub(began), 300*time.Millisecond+fleetRecheck, "and went within one recheck of it")
+		down, _ = f.view(2).HostState("api.test")
+		assert.False(t, down, "the answer ended the fleet's outage")
 	})
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -251,14 +253,15 @@ func TestProbesBackOffFromTheFirstFailureUpToTheCap(t *testing.T) {
 		// once, and then the probes, one at a time.
 		probes := w.sentIn(start.Add(1), start.Add(time.Hour))
 		require.Greater(t, len(probes), 10)
-		// 200ms, doubling up to 500ms, each within ±25%.
+		// 200ms, doubling up to 500ms, each from the last failure, which
+		// comes at once: not jittered, so that the host, once back, waits
+		// 500ms at most for the probe that finds it.
 		want, last := 200*time.Millisecond, start
 		for i, p := range probes {
-			gap := p.Sub(last)
-			assert.InDelta(t, want, gap, float64(want)/4+float64(time.Microsecond), "gap %d", i)
+			assert.Equal(t, want, p.Sub(last), "gap %d", i)
 			want, last = min(2*want, 500*time.Millisecond), p
 		}
-		assert.LessOrEqual(t, len(probes), 20*8/3+1, "one probe every 375ms at most")
+		assert.LessOrEqual(t, len(probes), 20*2+1, "one probe every 500ms at most")
 	})
 }
 
@@ -621,4 +624,83 @@ func TestAnOutageIsLoggedOnceWhenItBeginsAndEnds(t *testing.T) {
 		assert.Contains(t, out, "host=api.test")
 		assert.NotContains(t, out, "SECRET")
 	})
+}
+
+// TestAProbeReachesTheHostOnce: net/http sends an idempotent request again
+// by itself when a reused connection breaks before the answer; a probe on
+// a pooled connection of a host that resets them would reach it once per
+// pooled connection. A probe is sent so that net/http cannot replay it:
+// one probe, one request at the host. Real loopback connections, a probe
+// interval of 10 ms; nothing is timed.
+func TestAProbeReachesTheHostOnce(t *testing.T) {
+	var mode atomic.Int32 // 0: answer 200; 1: 500; 2: reset the connection
+	var arrivals atomic.Int32
+	var bodied atomic.Bool
+	entered, release := make(chan struct{}, 4), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch mode.Load() {
+		case 0:
+			if r.URL.Path == "/wait" {
+				entered <- struct{}{}
+				<-release // the warm-up requests overlap: one connection each
+			}
+		case 1:
+			w.WriteHeader(http.StatusInternalServerError)
+		case 2:
+			arrivals.Add(1)
+			if r.ContentLength != 0 || len(r.TransferEncoding) != 0 {
+				bodied.Store(true) // not the GET the caller made
+			}
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				panic(http.ErrAbortHandler)
+			}
+			if tc, ok := conn.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0) // close sends RST
+			}
+			conn.Close()
+		}
+	}))
+	defer srv.Close()
+	base := &http.Transport{MaxIdleConnsPerHost: 8}
+	defer base.CloseIdleConnections()
+	tr := New(base, WithRetry(RetryOptions{MaxAttempts: 1, ProbeInterval: 10 * time.Millisecond}))
+	get := func(path string) (*http.Response, error) {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		require.NoError(t, err)
+		return tr.RoundTrip(req)
+	}
+	// Four connections in the pool (after a first request, which a key
+	// sends alone).
+	resp, err := get("/")
+	require.NoError(t, err)
+	drain(resp)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			resp, err := get("/wait")
+			if assert.NoError(t, err) {
+				drain(resp)
+			}
+		})
+	}
+	for range 4 {
+		<-entered
+	}
+	close(release)
+	wg.Wait()
+	// A 500: the host is down; its connection goes back to the pool.
+	mode.Store(1)
+	resp, err = get("/")
+	require.NoError(t, err)
+	drain(resp)
+	require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+	// The host now resets every connection: the next request is the probe.
+	mode.Store(2)
+	if resp, err := get("/"); err == nil {
+		drain(resp)
+		t.Fatal("the probe got an answer from a host that resets every connection")
+	}
+	assert.Equal(t, int32(1), arrivals.Load(), "requests of one probe that reached the host")
+	assert.False(t, bodied.Load(), "the probe went as a GET without a body")
 }

@@ -70,9 +70,17 @@ const sharedRecheck = 10 * time.Millisecond
 // expects before the next request is admitted: the reset for a window
 // that refills at its end, less for one known to refill as it goes.
 //
+// A Transport also calls Learn after a bare throttle (Throttled, with no
+// quota and no policy stated) on a key without limits of its own, whose
+// model of the server knows nothing: the SharedLearner then paces the
+// reservations of such keys for every process after it (it cuts the
+// fleet's pace and lets it climb back, once for the fleet), and the
+// Transport does not cut the key's own pace. When Learn fails, the
+// Transport cuts the key's own pace, as it does without a SharedLearner.
+//
 // Learn is called on the response's path, so it should answer from memory
-// when it has nothing new to share. Its error is ignored: what a process
-// could not share it still acts on itself.
+// when it has nothing new to share. Its error is otherwise ignored: what a
+// process could not share it still acts on itself.
 type SharedLearner interface {
 	Learn(ctx context.Context, key string, sig ratelimitheader.Signal) error
 }
@@ -89,12 +97,16 @@ type SharedLearner interface {
 // is down, or as it goes down or comes back. An error leaves the Transport
 // probing on its own, as it does without a SharedProber.
 type SharedProber interface {
-	// HostDown reports that a request on key found its host down. The
-	// first report starts the fleet's outage, its first probe due after
-	// initial; one from the process that holds the probe turn ends the
-	// turn and puts the next probe after twice the last interval, up to
-	// most; both jittered. Any other report changes nothing. It returns
-	// how long from now the next probe is due.
+	// HostDown reports that a request on key found its host down, or that
+	// its requests stall (go unanswered for much longer than usual; initial
+	// is then how long the stall may last). The first report starts the
+	// fleet's outage, its first probe due after initial; until a process
+	// is given the turn, a report whose initial would bring the first probe
+	// forward does. One from the process that holds the probe turn ends
+	// the turn and puts the next probe twice the last interval from now,
+	// up to most. Any other report changes nothing. None of it is
+	// jittered: the fleet sends one probe at a time. It returns how long
+	// from now the next probe is due.
 	HostDown(ctx context.Context, key string, initial, most time.Duration) (time.Duration, error)
 
 	// HostUp reports that a request on key sent after its host was found
@@ -185,12 +197,19 @@ func (t *Transport) pauseShared(ctx context.Context, key string, sig *ratelimith
 
 // learnShared tells the shared quota, if it learns, what a response to a
 // request on k said about its quota: only a response that stated one.
-func (t *Transport) learnShared(ctx context.Context, key string, k *keyState, sig *ratelimitheader.Signal) {
-	if !sig.HasRemaining && (sig.Limit <= 0 || sig.Period <= 0) {
-		return
-	}
+func (t *Transport) learnShared(ctx context.Context, key string, k *keyState, dep departure, sig *ratelimitheader.Signal) {
 	l, ok := t.cfg.shared.(SharedLearner)
 	if !ok {
+		return
+	}
+	if k.fleetPaced && sig.Throttled && k.bareFor(sig) {
+		s := *sig
+		s.Wait = min(s.Wait, t.cfg.maxRetryAfter)
+		err := l.Learn(context.WithoutCancel(ctx), key, s)
+		k.settleBare(bareThrottle{now: t.now(), seq: dep.seq, wait: s.Wait, hasWait: s.HasWait}, err == nil)
+		return
+	}
+	if !sig.HasRemaining && (sig.Limit <= 0 || sig.Period <= 0) {
 		return
 	}
 	s := *sig

@@ -2,12 +2,15 @@ package headway
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/headway-go/headway/ratelimitheader"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -254,4 +257,78 @@ func TestASharedBurstKeepsOneInReserve(t *testing.T) {
 			assert.Equal(t, []Limit{PerSecond(20).WithBurst(9)}, l) // every process, every request
 		}
 	})
+}
+
+// learnQuota is a SharedLearner that paces nothing and records what it
+// is told to learn; err, when set, is Learn's answer.
+type learnQuota struct {
+	mu      sync.Mutex
+	learned []ratelimitheader.Signal
+	err     error
+}
+
+func (q *learnQuota) Reserve(context.Context, string, []Limit, int, time.Duration) (time.Duration, error) {
+	return 0, nil
+}
+
+func (q *learnQuota) Pause(context.Context, string, time.Duration) error { return nil }
+
+func (q *learnQuota) Learn(_ context.Context, _ string, sig ratelimitheader.Signal) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.learned = append(q.learned, sig)
+	return q.err
+}
+
+// TestABareThrottleIsLeftToTheFleet: on a key without limits, a bare 429
+// goes to the SharedLearner, which paces the fleet after it: the key does
+// not cut its own pace on top (the requests after it leave as the shared
+// quota says, here at once). When Learn fails, the key cuts its own pace,
+// as it does without a shared quota. A key with limits of its own keeps
+// its rules, and tells the learner nothing of a bare throttle.
+func TestABareThrottleIsLeftToTheFleet(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		err     error
+		limited bool
+	}{{name: "shared"}, {name: "not shared", err: errors.New("redis down")}, {name: "limits", limited: true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				q := &learnQuota{err: tc.err}
+				rt := &adaptRT{script: func(n int, _ *http.Request) (int, http.Header) {
+					if n == 2 {
+						return 429, nil // no header at all
+					}
+					return 200, nil
+				}}
+				opts := []Option{WithSharedQuota(q), WithRetry(RetryOptions{MaxAttempts: 1})}
+				if tc.limited {
+					opts = append(opts, WithLimit(PerSecond(1000).WithBurst(100)))
+				}
+				tr := New(rt, opts...)
+				get(t, tr, "http://api.test/")
+				assert.Equal(t, 429, get(t, tr, "http://api.test/").StatusCode)
+				q.mu.Lock()
+				learned := slices.Clone(q.learned)
+				q.mu.Unlock()
+				if tc.limited {
+					assert.Empty(t, learned, "a key with limits shares no bare throttle")
+				} else {
+					require.Len(t, learned, 1)
+					assert.True(t, learned[0].Throttled && !learned[0].HasRemaining)
+				}
+				start := time.Since(synctestEpoch)
+				for range 4 {
+					get(t, tr, "http://api.test/")
+				}
+				log := rt.log()
+				last := log[len(log)-1].at - start
+				if tc.err == nil {
+					assert.Zero(t, last, "the fleet paces the key, not the key itself")
+				} else {
+					assert.Greater(t, last, time.Duration(0), "Learn failed: the key cuts its own pace")
+				}
+			})
+		})
+	}
 }

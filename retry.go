@@ -114,15 +114,17 @@ type RetryOptions struct {
 	Budget BudgetOptions
 
 	// ProbeInterval is the wait, after a failure that shows a key's host is
-	// down, before the key sends its first probe; the wait doubles after
-	// each failed probe, up to MaxProbeInterval, and each one is drawn
-	// within ±25% of it. See "Outages" in the package documentation. The
-	// default is 200ms; a negative value turns the outage state off: every
-	// request then backs off on its own, as the other retries do.
+	// down, before the key sends its first probe; the wait, from each
+	// failed probe, doubles up to MaxProbeInterval (not jittered: one probe
+	// is in flight at a time). See "Outages" in the package documentation.
+	// The default is 200ms; a negative value turns the outage state off:
+	// every request then backs off on its own, as the other retries do.
 	ProbeInterval time.Duration
-	// MaxProbeInterval caps the wait between two probes. The default is
-	// 500ms: a host that comes back is found within 0.625 s (0.25 s on
-	// average), for the price of two requests a second while it is down.
+	// MaxProbeInterval caps the wait between two probes: it is the longest
+	// a host that comes back waits for the probe that finds it. The default
+	// is 500ms (0.25 s on average), for the price of two requests a second
+	// while the host is down. Halving it halves both waits and doubles the
+	// price.
 	MaxProbeInterval time.Duration
 }
 

@@ -61,6 +61,9 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	t.parser = ratelimitheader.Parser{Dialects: cfg.dialects, MaxServerWait: cfg.maxRetryAfter}
 	t.retry = newRetryPolicy(cfg.retry)
 	t.probe = newProbeSchedule(cfg.retry)
+	if t.probe.initial > 0 {
+		t.fleet, _ = cfg.shared.(SharedProber)
+	}
 	t.keys.seed = maphash.MakeSeed()
 	if t.obs = newObserver(cfg.obs); t.obs != nil && t.obs.m != nil {
 		t.obs.m.register(t)
@@ -196,8 +199,15 @@ type call struct {
 	last     *http.Response // the last response, kept while its retry waits
 }
 
-// end gives back what the call still holds as RoundTrip returns.
+// end gives back what the call still holds as RoundTrip returns. The test
+// that it holds nothing, the common case, is inlined.
 func (c *call) end() {
+	if c.bodyOurs || c.last != nil || c.ownsBody {
+		c.giveBack()
+	}
+}
+
+func (c *call) giveBack() {
 	if c.bodyOurs {
 		closeBody(c.req)
 	}
@@ -261,14 +271,39 @@ func (c *call) prepare(s *slot) (*http.Request, error) {
 		c.last = nil
 	}
 	if s.k.isProbe(s.dep.seq) {
-		// A probe goes on a connection of its own: the pooled ones may
-		// be dead, and net/http sends a request that meets a dead
-		// reused connection a second time, unasked.
-		out = out.Clone(out.Context())
-		out.Close = true
+		out = probeRequest(out)
 	}
 	return out, nil
 }
+
+// probeRequest returns a copy of req, a probe of a host that is down, that
+// net/http's Transport does not send again by itself. It does so, unasked,
+// with a request that is replayable (an idempotent method, or an
+// Idempotency-Key, with no body or a GetBody) when a reused connection
+// breaks before the answer: a host that resets connections would get a
+// probe once per pooled connection. A body without GetBody makes a request
+// not replayable; a GET, HEAD or OPTIONS without a body gets an empty one,
+// which net/http finds empty before it writes the request and sends as no
+// body at all (over HTTP/2, as an empty end of stream). Other methods
+// without a body keep none (sent with an empty body, they would go
+// chunked): those net/http replays only with an Idempotency-Key.
+func probeRequest(req *http.Request) *http.Request {
+	p := new(http.Request)
+	*p = *req // the probe is the caller's request: its header is read, not written
+	switch {
+	case p.Body != nil && p.Body != http.NoBody:
+	case p.Method == "", p.Method == http.MethodGet, p.Method == http.MethodHead, p.Method == http.MethodOptions:
+		p.Body, p.ContentLength = emptyBody{}, 0
+	}
+	p.GetBody = nil
+	return p
+}
+
+// emptyBody is a request body that is empty, and not http.NoBody.
+type emptyBody struct{}
+
+func (emptyBody) Read([]byte) (int, error) { return 0, io.EOF }
+func (emptyBody) Close() error             { return nil }
 
 // send sends out, the attempt of slot s, and tells the key, its breaker,
 // its host and the shared quota what came back. After an error the slot is
@@ -286,6 +321,7 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	if resp == nil && err == nil {
 		err = errNilResponse // a broken base: an error, not a panic
 	}
+	downBefore := t.fleet != nil && k.isDown() // before this answer settles
 	if o != nil {
 		o.sent(ctx, c.req, c.key, err)
 	}
@@ -306,11 +342,11 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 		}
 		if t.cfg.shared != nil {
 			t.pauseShared(ctx, c.key, sig)
-			t.learnShared(ctx, c.key, k, sig)
+			t.learnShared(ctx, c.key, k, s.dep, sig)
 		}
 	}
 	if t.cfg.shared != nil {
-		t.shareHealth(ctx, c.key, k, hv, wasDown, wasProbe)
+		t.shareHealth(ctx, c.key, k, hv, wasDown, wasProbe, downBefore)
 	}
 	k.seen()
 	if o != nil {
@@ -357,7 +393,7 @@ func (s *slot) unsent() {
 	if s.done != nil {
 		s.done(outcomeExcluded)
 	}
-	s.k.settle(&s.dep, hostUnknown)
+	s.k.settle(&s.dep, hostUnsent)
 	s.k.unsentFirst(s.dep.seq)
 	s.k.unanswered(&s.dep)
 	s.k.release()
@@ -475,6 +511,13 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 				front = true
 				continue
 			}
+			if _, _, stalls := k.stalls(t.now()); stalls {
+				// The key's requests began to stall while this one waited
+				// for its slot: it waits in the queue.
+				s.unsent()
+				front = true
+				continue
+			}
 		}
 		if k.br != nil && !k.br.hold {
 			s.done = k.watchBreaker(s.done)
@@ -543,15 +586,19 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep *departure, ro
 	// clock offset is taken off.
 	srv := in.ServerTime()
 	coarse := sig.Reset%time.Second == 0 || srv.Add(sig.Reset).Nanosecond() == 0
+	rc := readClock{reset: off}
 	switch {
 	case !ok && coarse:
 		// Read against the response's Date (or a delay in whole seconds,
 		// which is as coarse).
-		off = srv.Sub(in.Now)
+		rc.reset = srv.Sub(in.Now)
 	case !absolute(sig.Reset, srv):
-		off = 0 // a delay is measured on our clock
+		rc.reset = 0 // a delay is measured on our clock
 	}
-	k.observe(now, *dep, route, sig, coarse, off)
+	if ok && absolute(sig.Wait, srv) {
+		rc.wait, rc.waitAt = off, true // a Retry-After date
+	}
+	k.observe(now, *dep, route, sig, coarse, rc)
 	return hv
 }
 
@@ -596,10 +643,16 @@ func (t *Transport) newKey(key string, req *http.Request) *keyState {
 	k.pacer.init(lims)
 	if t.cfg.shared != nil {
 		k.sharedLims = withReserve(lims)
+		_, learns := t.cfg.shared.(SharedLearner)
+		k.fleetPaced = learns && len(lims) == 0
 	}
 	k.host = t.hosts.get(req.URL.Host)
 	k.scope = k.host.scope(credential(t.keys.seed, req))
 	k.budget = t.retry.newBudget(t.epoch)
+	if t.fleet != nil {
+		k.out.stall = &fleetStall{timer: time.AfterFunc(time.Hour, func() { t.onStall(key, k) })}
+		k.out.stall.timer.Stop() // see sending
+	}
 	if t.cfg.breaker != nil {
 		s := *t.cfg.breaker
 		if t.obs != nil {

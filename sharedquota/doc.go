@@ -98,7 +98,7 @@
 // request leaves). When the probe is due, the first process to ask gets the
 // turn (held one second at most, should it die) and sends the one probe; a
 // failure puts the next one twice the interval on, up to the cap (200 ms up
-// to 500 ms by default, ±25%), and a success anywhere deletes the record
+// to 500 ms by default), and a success anywhere deletes the record
 // and publishes the end, so that every process resumes within 10ms. Only
 // the calls that start, end or take a turn of an outage go to Redis: over
 // loopback, 4 processes in a 3 s outage made about a dozen of them. A

@@ -444,3 +444,50 @@ func peakIn(ts []time.Time, w time.Duration) int {
 	}
 	return best
 }
+
+// BenchmarkFleetBareSweep runs the bare-429 row of BenchmarkFleetEfficiency
+// (no limits configured, sharing) at other server rates, bursts, process
+// counts and workers: the fleet's pace after bare throttles is one rule,
+// not one tuned to 10/s burst 5. Each row sends what the server allows in
+// about 6s. Run with
+//
+//	go test -run '^$' -bench FleetBareSweep -benchtime 1x ./sharedquota/
+func BenchmarkFleetBareSweep(b *testing.B) {
+	for _, r := range []struct{ rate, burst, procs, workers int }{
+		{10, 5, 4, 2}, {20, 10, 4, 2}, {5, 1, 2, 2}, {50, 10, 3, 4}, {25, 50, 6, 2}, {100, 20, 4, 4},
+	} {
+		name := fmt.Sprintf("%d/s_burst_%d_%dx%d", r.rate, r.burst, r.procs, r.workers)
+		b.Run(name, func(b *testing.B) {
+			addr := redisAddr(b)
+			n := r.rate*6 + r.burst
+			n -= n % r.procs
+			const service = 20 * time.Millisecond
+			for range b.N {
+				fs, err := fakeserver.Start(fakeserver.Config{
+					Limit: r.rate, Window: time.Second, Burst: r.burst, Dialect: fakeserver.Bare{},
+					Faults: fakeserver.Faults{Latency: service},
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				start := time.Now().Add(2 * time.Second)
+				res := runFleet(b, r.procs, workerConfig{
+					Redis: addr, URL: fs.URL, Prefix: testPrefix(b),
+					Goroutines: r.workers, Requests: n / r.procs, NoLimit: true,
+					Start: start, Duration: time.Minute, Timeout: 2 * time.Second,
+				})
+				var done time.Time
+				for _, w := range res {
+					if w.Done.After(done) {
+						done = w.Done
+					}
+				}
+				least := time.Duration(float64(n-r.burst)/float64(r.rate)*float64(time.Second)) + service
+				st := fs.Server.Stats()
+				b.ReportMetric(least.Seconds()/done.Sub(start).Seconds(), "efficiency")
+				b.ReportMetric(float64(st.Rejected), "throttled")
+				fs.Close()
+			}
+		})
+	}
+}

@@ -2,8 +2,10 @@ package sharedquota
 
 import (
 	"context"
+	"slices"
 	"time"
 
+	"github.com/headway-go/headway"
 	"github.com/headway-go/headway/ratelimitheader"
 )
 
@@ -38,12 +40,23 @@ func policyLife(period time.Duration) time.Duration { return max(2*period, time.
 //     process has seen. A policy that starts spends what the server says
 //     is left, not a fresh burst. It holds for two periods (a minute at
 //     least) after it was last stated.
+//   - A bare throttle (sig.Throttled, with no quota and no policy stated)
+//     cuts the pace of the key's reservations without limits in every
+//     process at once, and the pace climbs back along one curve for all of
+//     them: the AIMD of a Transport without limits (a multiplicative cut,
+//     then a cubic climb; slow start after the first cut), kept in Redis
+//     and counted over the whole fleet's reservations, so that the fleet
+//     learns once, not once per process. A throttle of a request that was
+//     reserved before the last cut changes nothing. While Redis is away
+//     the fallback paces such a key at the last pace it read, divided
+//     among the processes; Learn then returns the error, and the Transport
+//     cuts its own pace as it would without a shared quota.
 //   - An exhausted quota (Remaining 0) whose wait derives from its reset,
 //     when no policy states the rate at which it refills, becomes a shared
 //     pause of sig.Wait, as Pause makes it. A quota whose policy is stated
 //     is left to the policy and to each process's model of the server.
 //
-// Learn makes a round trip only to share something new: a policy that
+// Learn makes a round trip only to share something new: a bare throttle, a policy that
 // changed or that was last shared more than half its life ago, a pause
 // that ends later than the one this process knows of (by more than an
 // eighth of it). Otherwise it returns nil at once.
@@ -58,6 +71,8 @@ func (r *Redis) Learn(ctx context.Context, key string, sig ratelimitheader.Signa
 			left = sig.Remaining
 		}
 		return r.learnPolicy(ctx, r.state(key), sig.Limit, sig.Period, left)
+	case sig.Throttled && !sig.HasRemaining && !sig.Permanent:
+		return r.learnThrottle(ctx, r.state(key))
 	case sig.HasRemaining && sig.Remaining == 0 && sig.HasWait && !sig.RetryAfter && sig.Wait > 0:
 		ks := r.state(key)
 		if ks.pausedFor(r.now()) >= sig.Wait-sig.Wait/8 {
@@ -103,7 +118,7 @@ func (r *Redis) learnPolicy(ctx context.Context, ks *keyState, limit int64, peri
 	// counted in what the server said was left: those counted, but no
 	// fewer than are assumed uncounted, since the count lags at the start.
 	procs := max(r.live.Load(), int64(r.cfg.fallbackProcs))
-	args := []any{iv, burst, int64(life / time.Microsecond), r.marginMs() * 1000, r.capUs(), left, procs}
+	args := []any{iv, burst, int64(life / time.Microsecond), r.marginMs() * 1000, r.capUs(), left, procs, r.cfg.id}
 	v, err := r.eval(ctx, learnScript, ks.keys, args)
 	if err == nil {
 		if _, err = intReply("learn", v); err == nil {
@@ -116,4 +131,163 @@ func (r *Redis) learnPolicy(ctx context.Context, ks *keyState, limit int64, peri
 		return ctx.Err()
 	}
 	return err
+}
+
+// The fleet's AIMD (see cutScript and aimdLua, which hold the same values):
+// the share of the rate kept after a cut, the time the cubic takes to
+// climb back, the slowest pace (thousandths of a request per second), the
+// fastest, and how long a cut is remembered.
+const (
+	aimdBeta       = 0.9
+	aimdK          = 12 * time.Second
+	aimdFloorMilli = 500
+	aimdMostMilli  = 1_000_000_000_000
+	aimdLife       = 10 * time.Minute
+)
+
+// learnThrottle applies a bare throttle on ks to the fleet's pace (see
+// cutScript).
+func (r *Redis) learnThrottle(ctx context.Context, ks *keyState) error {
+	if err := r.usable(ks); err != nil {
+		return err
+	}
+	v, err := r.eval(ctx, cutScript, ks.keys, []any{ks.departedSeq(r.now()), r.marginMs(), r.capUs(), r.channel})
+	if err == nil {
+		var rate, cutSeq int64
+		if rate, _, cutSeq, err = cutReply(v); err == nil {
+			r.up(ks)
+			ks.mu.Lock()
+			ks.pace = max(ks.pace, (1_000_000_000+rate-1)/rate)
+			ks.mu.Unlock()
+			ks.heardCut(r.now(), cutSeq)
+			return nil
+		}
+	}
+	if r.failed(ctx, ks, err) {
+		return ctx.Err()
+	}
+	return err
+}
+
+// depRecord is a reservation without limits of this process: its count in
+// the fleet ("an"), when it leaves (monotonic ns), and whether it was
+// told to reserve again (see recut).
+type depRecord struct {
+	seq, at int64
+	redone  bool
+}
+
+// depRing is how many of them a key remembers: more than a process has in
+// flight at once on one key, as a rule.
+const depRing = 32
+
+// noteDeps records the reservations of one reply without limits, whose
+// departures are at (monotonic ns, in order) and the last of which has
+// the count seq. The caller locks ks.
+func (ks *keyState) noteDeps(seq int64, at []int64) {
+	for i, a := range at {
+		s := seq - int64(len(at)-1-i)
+		if s <= 0 {
+			continue
+		}
+		ks.deps[ks.depNext%depRing] = depRecord{seq: s, at: a}
+		ks.depNext++
+	}
+}
+
+// departedSeq returns the highest count among this process's reservations
+// without limits on ks that have left by now: a throttled request was one
+// of those, so its count is no higher. With none known, any count.
+func (ks *keyState) departedSeq(now int64) int64 {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	best := int64(-1)
+	for _, d := range ks.deps {
+		if d.seq > best && d.at <= now {
+			best = d.seq
+		}
+	}
+	if best < 0 {
+		return 1e15
+	}
+	return best
+}
+
+// paceLimits returns the limits the fallback applies to a reservation
+// without limits on ks: the slowest pace Redis applied last, one request
+// at a time; none if it applied none. The caller locks ks.
+func (ks *keyState) paceLimits() []headway.Limit {
+	if ks.pace <= 0 {
+		return nil
+	}
+	return []headway.Limit{{Count: 1, Period: time.Duration(ks.pace) * time.Microsecond}}
+}
+
+// heardCut notes a cut of the fleet's pace, made when the count was
+// cutSeq, heard of at now: the leased slots, spent at the old pace, go,
+// and the requests booked at it reserve again before they leave (see
+// recut).
+func (ks *keyState) heardCut(now, cutSeq int64) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if cutSeq <= ks.cutSeq {
+		return
+	}
+	ks.cutSeq, ks.cutAt = cutSeq, now
+	ks.slots = ks.slots[:0]
+}
+
+// recutSpan is how far from its departure a request asks whether it must
+// reserve again: the timer that wakes it is late by a little, never early.
+const recutSpan = 20 * time.Millisecond
+
+// recut reports whether the request of this process that leaves about now
+// was booked at a pace the fleet has cut since: a reservation counted no
+// later than the cut, due to leave after this process heard of it. It is
+// told so once; it then reserves again, in the schedule at the new pace.
+func (ks *keyState) recut(now int64) bool {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if ks.cutSeq == 0 {
+		return false
+	}
+	best := -1
+	for i, d := range ks.deps {
+		if d.seq == 0 || d.redone || d.seq > ks.cutSeq || d.at <= ks.cutAt || d.at > now+int64(time.Millisecond) || d.at < now-int64(recutSpan) {
+			continue
+		}
+		if best < 0 || d.at < ks.deps[best].at {
+			best = i
+		}
+	}
+	if best < 0 {
+		return false
+	}
+	ks.deps[best].redone = true
+	return true
+}
+
+// noteHeld records a reservation held for the fleet's probe, due to ask
+// again at at (monotonic ns). The caller locks ks.
+func (ks *keyState) noteHeld(at int64) {
+	if len(ks.held) >= depRing {
+		ks.held = ks.held[1:]
+	}
+	ks.held = append(ks.held, at)
+}
+
+// unhold reports whether a reservation held for the fleet's probe is due
+// about now: its request reserves again, once.
+func (ks *keyState) unhold(now int64) bool {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	for i, at := range ks.held {
+		if at <= now+int64(time.Millisecond) && at >= now-int64(recutSpan) {
+			ks.held = append(ks.held[:i], ks.held[i+1:]...)
+			return true
+		}
+	}
+	// Those long past were never asked about (a wait too short to check).
+	ks.held = slices.DeleteFunc(ks.held, func(at int64) bool { return at < now-int64(recutSpan) })
+	return false
 }

@@ -82,10 +82,12 @@ func (r *Redis) HostState(key string) (bool, time.Duration) {
 // HostDown records, for every process, that a request on key found its
 // host down; it returns how long from now the fleet's next probe is due.
 // It implements headway.SharedProber: the first report starts the fleet's
-// outage, with its first probe after initial; one from the process holding
-// the probe turn ends the turn and puts the next probe after twice the last
-// interval, up to most; both ±25%. initial and most are bounded by the cap
-// on waits (see WithMaxWait).
+// outage, with its first probe after initial; until a turn is given, a
+// report that asks for an earlier first probe moves it to initial from
+// now; one from the process holding the probe turn ends the turn and puts
+// the next probe twice the last interval from now, up to most. The
+// schedule is not jittered (see headway's RetryOptions.ProbeInterval).
+// initial and most are bounded by the cap on waits (see WithMaxWait).
 func (r *Redis) HostDown(ctx context.Context, key string, initial, most time.Duration) (time.Duration, error) {
 	if r.closed.Load() {
 		return 0, ErrClosed
@@ -99,9 +101,8 @@ func (r *Redis) HostDown(ctx context.Context, key string, initial, most time.Dur
 	}
 	o := r.outageOf(ks.hashKey)
 	heard := r.heardOf(o)
-	jit := rand.IntN(501) - 250
 	v, err := r.eval(ctx, outageDownScript, []string{outageKey(ks.hashKey)}, []any{
-		r.token(), int64(initial / time.Microsecond), mostUs, jit, r.marginMs(), r.channel, ks.hashKey})
+		r.token(), int64(initial / time.Microsecond), mostUs, r.marginMs(), r.channel, ks.hashKey})
 	if err == nil {
 		w, ok := v.(int64)
 		if !ok || w < 0 || w > 2*mostUs {

@@ -210,8 +210,8 @@ func TestProbeTurnIsShared(t *testing.T) {
 		t.Fatal("down before any report")
 	}
 	w, err := a.HostDown(ctx, "k", 20*time.Millisecond, 40*time.Millisecond)
-	if err != nil || w <= 0 || w > 25*time.Millisecond {
-		t.Fatalf("HostDown: %v, %v; want a first probe within 20 ms ±25%%", w, err)
+	if err != nil || w != 20*time.Millisecond {
+		t.Fatalf("HostDown: %v, %v; want the first probe 20 ms on", w, err)
 	}
 	waitFor(t, 10*time.Second, func() bool { down, _ := b.HostState("k"); return down })
 	// A second report, not from the holder of a turn, changes nothing.
@@ -235,12 +235,10 @@ func TestProbeTurnIsShared(t *testing.T) {
 	if ttl := a.c.(*redis.Client).PTTL(ctx, ok).Val(); ttl <= 0 || ttl > probeLease+2*time.Second {
 		t.Fatalf("the outage record's TTL is %v: want one bounded by the turn and the margin", ttl)
 	}
-	// The holder's probe failed: the next one is 40 ms on in the schedule
-	// (60 ms after the first report, ±10 ms), and at least 20 ms from now
-	// (±10 ms). a got the turn 15 ms after the first report at the
-	// earliest: at most 55 ms from now.
-	if w, err = a.HostDown(ctx, "k", 20*time.Millisecond, 40*time.Millisecond); err != nil || w < 10*time.Millisecond || w > 55*time.Millisecond {
-		t.Fatalf("HostDown of the holder: %v, %v; want the next probe 40 ms on ±25%%", w, err)
+	// The holder's probe failed: the next one is twice the interval from
+	// now.
+	if w, err = a.HostDown(ctx, "k", 20*time.Millisecond, 40*time.Millisecond); err != nil || w != 40*time.Millisecond {
+		t.Fatalf("HostDown of the holder: %v, %v; want the next probe 40 ms on", w, err)
 	}
 	// b hears the turn is over: it waits for the next probe or, if that
 	// came due before b asked, takes the turn itself; a then waits.
@@ -263,6 +261,44 @@ func TestProbeTurnIsShared(t *testing.T) {
 	}
 	if w, err := a.ProbeTurn(ctx, "k"); err != nil || w != 0 {
 		t.Fatalf("ProbeTurn with no outage on: %v, %v", w, err)
+	}
+}
+
+// TestAStallGivesWayToTheFirstFailure: a stall, reported with the time it
+// may last, holds the fleet; a failure reported before any turn is given
+// brings the first probe forward, to its own first interval; once a turn
+// is given, reports of others change nothing.
+func TestAStallGivesWayToTheFirstFailure(t *testing.T) {
+	addr := redisAddr(t)
+	a := newQuota(t, newClient(t, addr))
+	b := newQuota(t, newClient(t, addr), WithPrefix(a.cfg.prefix))
+	ctx := context.Background()
+	w, err := a.HostDown(ctx, "k", 5*time.Second, 40*time.Millisecond)
+	if err != nil || w != 5*time.Second {
+		t.Fatalf("a stall's report: %v, %v; want the first probe when it may end, 5 s on", w, err)
+	}
+	// A report that asks for a later first probe changes nothing.
+	if w2, err := b.HostDown(ctx, "k", 10*time.Second, 40*time.Millisecond); err != nil || w2 > w {
+		t.Fatalf("a later first probe: %v, %v; want at most %v", w2, err, w)
+	}
+	// b's request failed: the first probe comes 20 ms after it.
+	if w, err = b.HostDown(ctx, "k", 20*time.Millisecond, 40*time.Millisecond); err != nil || w != 20*time.Millisecond {
+		t.Fatalf("the first failure: %v, %v; want the first probe 20 ms on", w, err)
+	}
+	waitFor(t, 10*time.Second, func() bool {
+		turn, err := a.ProbeTurn(ctx, "k")
+		return err == nil && turn == 0
+	})
+	// a holds the turn: b's reports, however early they ask, change
+	// nothing; a's failed probe doubles the interval.
+	if w2, err := b.HostDown(ctx, "k", time.Millisecond, 40*time.Millisecond); err != nil || w2 != 0 {
+		t.Fatalf("a report of another while a holds the turn: %v, %v; want the probe due (0)", w2, err)
+	}
+	if w, err = a.HostDown(ctx, "k", 20*time.Millisecond, 40*time.Millisecond); err != nil || w != 40*time.Millisecond {
+		t.Fatalf("the holder's failed probe: %v, %v; want the next 40 ms on", w, err)
+	}
+	if w2, err := b.HostDown(ctx, "k", time.Millisecond, 40*time.Millisecond); err != nil || w2 > w {
+		t.Fatalf("a report of another after a turn was given: %v, %v; want at most %v", w2, err, w)
 	}
 }
 
@@ -289,8 +325,8 @@ func TestOutageRecordIsValidated(t *testing.T) {
 			t.Errorf("%v: ProbeTurn = %v, %v; want no outage", bad, w, err)
 		}
 		w, err := q.HostDown(ctx, "k", 100*time.Millisecond, 200*time.Millisecond)
-		if err != nil || w < 75*time.Millisecond || w > 125*time.Millisecond {
-			t.Errorf("%v: HostDown = %v, %v; want a new outage, its first probe in 100 ms ±25%%", bad, w, err)
+		if err != nil || w != 100*time.Millisecond {
+			t.Errorf("%v: HostDown = %v, %v; want a new outage, its first probe in 100 ms", bad, w, err)
 		}
 		if ttl := c.PTTL(ctx, ok).Val(); ttl <= 0 || ttl > 125*time.Millisecond+2*time.Second {
 			t.Errorf("%v: TTL %v", bad, ttl)

@@ -106,7 +106,7 @@ func (r *Redis) listen() {
 // heard applies a published pause: "<hash name> <µs left>", for a key this
 // process uses.
 func (r *Redis) heard(payload string) {
-	if r.heardOutage(payload) {
+	if r.heardOutage(payload) || r.heardCut(payload) {
 		return
 	}
 	i := strings.LastIndexByte(payload, ' ')
@@ -144,4 +144,28 @@ func (r *Redis) unsubscribe() {
 		_ = r.sub.ps.Close()
 	}
 	<-r.sub.done
+}
+
+// heardCut applies a published cut of the fleet's pace: "c <hash name>
+// <count at the cut>" (see cutScript). It reports whether payload was one.
+func (r *Redis) heardCut(payload string) bool {
+	rest, ok := strings.CutPrefix(payload, "c ")
+	if !ok {
+		return false
+	}
+	name, n, ok := strings.Cut(rest, " ")
+	if !ok {
+		return true
+	}
+	seq, err := strconv.ParseInt(n, 10, 64)
+	if err != nil || seq < 0 || seq > 2e15 {
+		return true // not one a process publishes
+	}
+	r.mu.Lock()
+	ks := r.byHash[name]
+	r.mu.Unlock()
+	if ks != nil {
+		ks.heardCut(r.now(), seq)
+	}
+	return true
 }

@@ -92,6 +92,18 @@ type keyState struct {
 	oneCost    int
 	slots      []int64 // leased departures, monotonic ns, in order
 	leaseSem   chan struct{}
+	// Reservations without limits: the slowest pace Redis applied to the
+	// last (µs; 0: none), for the fallback, and the latest of them, for
+	// the throttles that cut the fleet's pace (see departedSeq).
+	pace    int64
+	deps    [depRing]depRecord
+	depNext int
+	// The last cut of the fleet's pace this process heard of: the count
+	// at it, and when it heard (monotonic ns).
+	cutSeq, cutAt int64
+	// held are when the reservations held for the fleet's probe ask
+	// again (monotonic ns).
+	held []int64
 }
 
 // NewRedis returns a shared quota kept in Redis through client: a
@@ -265,10 +277,17 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 		script = reserveOneScript
 	} else {
 		args = argsFor(limits, cost, 1, r.marginMs(), withinUs, r.capUs(), pauseFloor, floors)
+		if len(limits) == 0 {
+			args = append(args, r.cfg.id)
+		}
 		ks.mu.Unlock()
 		script = reserveScript
 	}
-	if v, err = r.eval(ctx, script, ks.keys, args); err == nil {
+	var lt learned
+	if v, err = r.eval(ctx, script, ks.keys, args); err == nil && len(limits) == 0 {
+		v, lt, err = learnedTail(v)
+	}
+	if err == nil {
 		var waits [1]int64
 		var ws []int64
 		if ws, tail, err = reserveReply(waits[:0], v, 1, r.maxReplyUs(), r.capUs()); err == nil {
@@ -278,7 +297,20 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 	if err == nil {
 		r.up(ks)
 		r.stats.reservations.Add(1)
-		ks.shared(r.now(), w, withinUs, tail)
+		now := r.now()
+		ks.shared(now, w, withinUs, tail)
+		if len(limits) == 0 {
+			ks.heardCut(now, lt.cutSeq)
+			ks.mu.Lock()
+			ks.pace = lt.pace
+			switch {
+			case lt.held:
+				ks.noteHeld(now + w*1000)
+			case w <= withinUs:
+				ks.noteDeps(lt.seq, []int64{now + w*1000})
+			}
+			ks.mu.Unlock()
+		}
 		return time.Duration(w) * time.Microsecond, nil
 	}
 	if r.failed(ctx, ks, err) {
@@ -402,6 +434,11 @@ func (r *Redis) PausedFor(ctx context.Context, key string) (time.Duration, error
 	}
 	ks := r.state(key)
 	now := r.now()
+	if ks.recut(now) || ks.unhold(now) {
+		// Booked at a pace cut since: no pause, but the request reserves
+		// again, as one held by a pause does.
+		return time.Nanosecond, nil
+	}
 	last := ks.checked.Load()
 	if r.subscribed(last) || now-last < int64(pauseCoalesce) || !ks.checked.CompareAndSwap(last, now) || r.usable(ks) != nil {
 		return ks.pausedFor(r.now()), nil
@@ -559,6 +596,9 @@ func (r *Redis) degrade(ks *keyState, limits []headway.Limit, cost int, within t
 	r.stats.reservations.Add(1)
 	now := r.now()
 	ks.mu.Lock()
+	if len(limits) == 0 {
+		limits = ks.paceLimits() // what the fleet learned holds while Redis is away
+	}
 	if !ks.fallback {
 		// Entering fallback: empty buckets, from the latest shared
 		// departure this process knows of.
@@ -620,6 +660,8 @@ func scriptName(s *redis.Script) string {
 		return "paused"
 	case learnScript:
 		return "learn"
+	case cutScript:
+		return "cut"
 	case outageDownScript, outageUpScript:
 		return "outage"
 	case probeTurnScript:

@@ -1,6 +1,8 @@
 package sharedquota
 
 import (
+	"time"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -38,6 +40,37 @@ local function pauseOf(v, cap)
 end
 `
 
+// aimdLua follows the prelude of the scripts that read the fleet's pace
+// after bare throttles (see cutScript): the curve of the root's AIMD
+// (adapt.go), in Redis's clock, so that every process paces by one rate
+// and regrows along one curve. Rates are in thousandths of a request per
+// second. The constants are aimdBeta, aimdK, aimdFloor and aimdLife (Go),
+// which TestAIMDCurveAgrees holds to these.
+const aimdLua = `
+local beta, aimdK, aimdFloor, aimdLife = 0.9, 12000000, 500, 600000000
+local probeHold, probePoll = 1000000, 15000
+local aimdMost = 1000000000000
+-- aimdRate returns the pace at now of a cut at instant cut (µs) from the
+-- rate wmax: doubling every second in slow start, else on the cubic curve
+-- that climbs back to wmax in aimdK, never below the floor.
+local function aimdRate(wmax, cut, slow)
+  local t = math.max(now - cut, 0) / 1000000
+  local r
+  if slow then
+    r = wmax * beta * 2 ^ math.min(t, 60)
+  else
+    local k = aimdK / 1000000
+    r = wmax * (1 - beta) / (k * k * k) * (t - k) ^ 3 + wmax
+    r = math.max(r, wmax * beta)
+  end
+  return math.min(math.max(r, aimdFloor), aimdMost)
+end
+-- aimdInterval is the pace as an interval, µs, rounded up.
+local function aimdInterval(wmax, cut, slow)
+  return math.ceil(1000000000 / aimdRate(wmax, cut, slow))
+end
+`
+
 // reserveScript spends up to slots reservations of a quota at once, under
 // GCRA over all of its limits, and returns the wait of each, in
 // microseconds from now, as an array of integers, then the time left of
@@ -71,18 +104,35 @@ end
 // A reservation without limits applies the learned policy, if one is
 // current (see learnScript): its fields "li" (T, µs), "lb" (burst) and "lu"
 // (the instant it lapses, µs) make one limit of one unit a request, whose
-// TAT is the field "lt".
+// TAT is the field "lt". It applies the fleet's pace after bare throttles
+// too, if one is current (see cutScript): a limit of one request at the
+// pace of the curve at now, burst 1, whose TAT is the field "at". It counts
+// itself in the field "an" (the count of such reservations; "a1" the
+// instant counting began) and returns four more integers: "an" after it,
+// the slowest interval it applied (µs; 0: none), which the process keeps
+// for its fallback, "acn", the count at the last cut (see cutScript), and
+// 1 if it was held for the fleet's probe, else 0.
+//
+// The fleet's probe: a reservation without limits that finds nothing
+// learned and nothing counted is the fleet's first request. It goes, and
+// until its process (ARGV[6], given only without limits) reserves again
+// (its answer came), a second at most (field "ph"; "po" is the process),
+// the reservations of the other processes are held: each spends nothing
+// and returns a wait of probePoll at most, after which the process asks
+// again (see PausedFor). A process holds its own requests until its probe
+// is answered already; the fleet then sends one probe, not one each.
 var reserveScript = redis.NewScript(reserveSrc)
 
-const reserveSrc = prelude + `
+const reserveSrc = prelude + aimdLua + `
 local slots = tonumber(ARGV[1])
 local margin = tonumber(ARGV[2]) * 1000
 local within = tonumber(ARGV[3])
 local cap = tonumber(ARGV[4])
-local n = (#ARGV - 5) / 5
+local n = math.floor((#ARGV - 5) / 5)
+local learned = n == 0
 local fields = {'pause', 'exp'}
 for i = 1, n do fields[i + 2] = ARGV[5 * i + 1] end
-if n == 0 then fields = {'pause', 'exp', 'lt', 'li', 'lb', 'lu'} end
+if learned then fields = {'pause', 'exp', 'lt', 'li', 'lb', 'lu', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'po', 'ph'} end
 local vals = redis.call('HMGET', KEYS[1], unpack(fields))
 local pause, fix = pauseOf(vals[1], cap)
 local pf = tonumber(ARGV[5])
@@ -90,29 +140,54 @@ if pf > 0 and now + math.min(pf, cap) > pause then
   pause = now + math.min(pf, cap)
   fix = true
 end
-local tat, iv, burst, units, floor = {}, {}, {}, {}, {}
+local tat, iv, burst, units, floor, src = {}, {}, {}, {}, {}, {}
 for i = 1, n do
   iv[i] = tonumber(ARGV[5 * i + 2])
   burst[i] = tonumber(ARGV[5 * i + 3])
   units[i] = tonumber(ARGV[5 * i + 4])
   floor[i] = tonumber(ARGV[5 * i + 5])
+  src[i] = i + 2
 end
-if n == 0 then
+local an, a1, pace, acn = 0, nil, 0, 0
+if learned then
   local li = valid(vals[4], 86400000000)
   local lb = valid(vals[5], 1000000000)
   local lu = valid(vals[6], now + 432000000000)
   if li and li >= 1 and lb and lb >= 1 and lu and lu > now then
-    n = 1
-    fields[3] = 'lt'
-    iv[1] = li
-    burst[1] = math.floor(lb)
-    units[1] = 1
-    floor[1] = 0
+    n = n + 1
+    src[n], iv[n], burst[n], units[n], floor[n] = 3, li, math.floor(lb), 1, 0
+  end
+  local ar = valid(vals[8], aimdMost)
+  local ac = valid(vals[9], now)
+  if ar and ar >= 1 and ac and now - ac < aimdLife then
+    n = n + 1
+    src[n], iv[n], burst[n], units[n], floor[n] = 7, aimdInterval(ar, ac, vals[10] == '1'), 1, 1, 0
+  end
+  for i = 1, n do pace = math.max(pace, iv[i]) end
+  an = math.floor(valid(vals[11], 1e15) or 0)
+  a1 = valid(vals[12], now)
+  acn = math.min(math.floor(valid(vals[13], 1e15) or 0), an)
+end
+-- The fleet's probe: with nothing learned, the fleet's first request goes
+-- alone, and the others wait for its answer (its process reserving again),
+-- a second at most, asking again every probePoll.
+local probe, held, ph = nil, false, nil
+if learned and n == 0 then
+  ph = valid(vals[15], now + probeHold)
+  if ph and ph > now + probeHold then ph = nil end
+  if not a1 then
+    probe = now + probeHold
+  elseif ph and ph > now then
+    if vals[14] == ARGV[6] then
+      probe = 0
+    else
+      held = true
+    end
   end
 end
 for i = 1, n do
   local full = burst[i] * iv[i]
-  local v = vals[i + 2]
+  local v = vals[src[i]]
   tat[i] = valid(v, now + cap + full)
   if not tat[i] then
     fix = fix or v ~= false
@@ -130,7 +205,23 @@ local function last()
   for i = 1, n do l = math.max(l, tat[i] - burst[i] * iv[i]) end
   return l - now
 end
-local waits = {}
+-- tail ends the reply: the pause, the booking, and for a reservation
+-- without limits the count of such reservations and the pace learned.
+local function tail(waits)
+  waits[#waits + 1] = math.max(pause - now, 0)
+  waits[#waits + 1] = last()
+  if learned then
+    waits[#waits + 1] = an
+    waits[#waits + 1] = pace
+    waits[#waits + 1] = acn
+    waits[#waits + 1] = held and 1 or 0
+  end
+  return waits
+end
+if held then
+  return tail({math.min(ph - now, probePoll, math.max(within, 0))})
+end
+local waits, spent = {}, 0
 for s = 1, slots do
   local d = math.max(now, pause)
   for i = 1, n do d = math.max(d, tat[i] + (units[i] - burst[i]) * iv[i]) end
@@ -140,18 +231,33 @@ for s = 1, slots do
   end
   for i = 1, n do tat[i] = math.max(tat[i], d) + units[i] * iv[i] end
   waits[s] = d - now
+  spent = s
 end
-if #waits == 1 and waits[1] > within and not fix then
-  waits[2] = math.max(pause - now, 0)
-  waits[3] = last()
-  return waits
-end
+if spent == 0 and not fix then return tail(waits) end
 local need = pause
 local hs = {}
 for i = 1, n do
-  hs[#hs + 1] = fields[i + 2]
+  hs[#hs + 1] = fields[src[i]]
   hs[#hs + 1] = string.format('%d', tat[i])
   need = math.max(need, tat[i])
+end
+if learned and spent > 0 then
+  -- Reservations without limits are counted, whether or not a pace is
+  -- learned yet: the fleet's first throttle measures what it sent.
+  an = an + spent
+  hs[#hs + 1] = 'an'
+  hs[#hs + 1] = string.format('%d', an)
+  if not a1 then
+    hs[#hs + 1] = 'a1'
+    hs[#hs + 1] = string.format('%d', now)
+  end
+  if probe then
+    hs[#hs + 1] = 'po'
+    hs[#hs + 1] = ARGV[6]
+    hs[#hs + 1] = 'ph'
+    hs[#hs + 1] = string.format('%d', probe)
+  end
+  need = math.max(need, now, probe or 0)
 end
 if fix then
   hs[#hs + 1] = 'pause'
@@ -169,9 +275,7 @@ if #hs > 0 then
     redis.call('HSET', KEYS[1], unpack(hs))
   end
 end
-waits[#waits + 1] = math.max(pause - now, 0)
-waits[#waits + 1] = last()
-return waits
+return tail(waits)
 `
 
 // reserveOneScript is reserveScript for the common case of one limit and
@@ -287,23 +391,29 @@ return math.max(pause - now, 0)
 // A policy that starts (none held) starts from what the server said was
 // left, ARGV[6] (-1: not said): the requests that went before it was known
 // were spent, and each of ARGV[7]-1 other processes may have one in
-// flight. So the policy's TAT starts no earlier than to leave
-// ARGV[6]-ARGV[7] requests at once (one kept in reserve). It returns 1.
+// flight; none when the answer is to the fleet's probe (see reserveScript)
+// from the process that sent it (ARGV[8]), since the others' were held.
+// So the policy's TAT starts no earlier than to leave ARGV[6]-ARGV[7]
+// requests at once (one kept in reserve). It returns 1.
 //
 // KEYS[1]: the quota's hash; ARGV[4]: the margin of the TTL, in µs;
 // ARGV[5]: the cap on waits, in µs.
-var learnScript = redis.NewScript(prelude + `
+var learnScript = redis.NewScript(prelude + aimdLua + `
 local untl = now + ARGV[3]
 local cap = tonumber(ARGV[5])
 local li = tonumber(ARGV[1])
 local lb = tonumber(ARGV[2])
-local v = redis.call('HMGET', KEYS[1], 'exp', 'li', 'lb', 'lu', 'lt')
+local v = redis.call('HMGET', KEYS[1], 'exp', 'li', 'lb', 'lu', 'lt', 'po', 'ph')
 local held = valid(v[2], 86400000000) == li and (valid(v[4], now + 432000000000) or 0) > now
 if held then
   lb = math.max(lb, math.floor(valid(v[3], 1000000000) or 0))
 end
 local hs = {'li', ARGV[1], 'lb', string.format('%d', lb), 'lu', string.format('%d', untl)}
 local left, procs = tonumber(ARGV[6]), tonumber(ARGV[7])
+local ph = valid(v[7], now + probeHold)
+if v[6] == ARGV[8] and ph and ph > now and ph <= now + probeHold then
+  procs = 1 -- the answer to the fleet's probe: the others held theirs
+end
 if not held and left >= 0 then
   local floor = now + (lb - math.min(math.max(left - procs, 0), lb)) * li
   local lt = valid(v[5], now + cap + lb * li)
@@ -323,6 +433,85 @@ else
   redis.call('HSET', KEYS[1], unpack(hs))
 end
 return 1
+`)
+
+// cutScript applies a bare throttle (a 429 that states no quota) of a
+// request reserved without limits to the fleet's pace: a multiplicative
+// cut, then the climb back that every reservation reads (see aimdLua),
+// the rule of the root's AIMD (adapt.go) with the fleet's counts.
+//
+// Only a request reserved after the last cut can say that the cut pace is
+// still too high: ARGV[1] is the highest count ("an") of a reservation the
+// throttled request may have been (the latest of its process's that had
+// left), and a throttle whose bound is not above the count at the last cut
+// ("acn") changes nothing: it was booked, and sent, at the pace before it.
+//
+// The first cut (no pace current) measures the reservations counted since
+// counting began over the time since, a second at least: mostly a burst,
+// so the pace after it doubles every second (slow start) until the next
+// cut. A later cut measures what the fleet sent since the last one, less
+// the throttled request, over the time since: the server's bucket was
+// empty at both throttles, so that is what it let through, its rate (never
+// more than the pace at now). The pace becomes beta times what was
+// measured, and the next request waits one interval at it.
+//
+// KEYS[1]: the quota's hash (fields "ar": the rate at the cut, "ac": the
+// cut's instant, µs, "as": "1" in slow start, "acn": "an" at the cut,
+// "at": the pace's TAT); ARGV[2]: the margin of the TTL, in ms; ARGV[3]:
+// the cap on waits, µs; ARGV[4]: the channel, on which a cut is published
+// as "c <hash name> <acn>". It returns the pace after it, in thousandths of
+// a request per second, 1 if it cut, 0 if the throttle was stale, and
+// "acn". The state lasts aimdLife after the cut.
+var cutScript = redis.NewScript(prelude + aimdLua + `
+local bound = tonumber(ARGV[1])
+local margin = tonumber(ARGV[2]) * 1000
+local cap = tonumber(ARGV[3])
+local v = redis.call('HMGET', KEYS[1], 'exp', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn')
+local ar = valid(v[3], aimdMost)
+local ac = valid(v[4], now)
+local slow = v[5] == '1'
+local an = math.floor(valid(v[6], 1e15) or 0)
+local a1 = valid(v[7], now) or now
+local acn = math.min(math.floor(valid(v[8], 1e15) or 0), an)
+local at = valid(v[2], now + cap + 2000000) or 0
+local active = ar and ar >= 1 and ac and now - ac < aimdLife
+if active and bound <= acn then
+  return {math.floor(aimdRate(ar, ac, slow)), 0, acn}
+end
+local measured, sent, keep = 0, 0, beta
+if not active then
+  measured = (an - acn) * 1000000000 / math.max(now - a1, 1000000)
+  slow = true
+else
+  -- The reservations are spent in the order they leave: those counted
+  -- from acn + 1 to the throttled one's bound left since the cut, the
+  -- last of them throttled.
+  local cur = aimdRate(ar, ac, slow)
+  sent = math.min(bound, an) - acn
+  local cycle = now - ac
+  measured = cur
+  if cycle >= 100000 and sent >= 2 then
+    measured = math.min(cur, sent * 1000000000 / cycle)
+    keep = math.max(beta, 1 - 1 / sent)
+  end
+  slow = false
+end
+local wmax = math.min(math.max(measured, aimdFloor), aimdMost)
+local rate = math.max(wmax * keep, aimdFloor)
+-- The schedule starts again at the new pace, one interval on: the
+-- requests booked at the old pace and not yet gone reserve again (they
+-- hear of the cut, published below, before they leave).
+at = now + math.ceil(1000000000 / rate)
+local hs = {'ar', string.format('%d', math.floor(wmax)), 'ac', string.format('%d', now), 'as', slow and '1' or '0',
+  'acn', string.format('%d', an), 'a1', string.format('%d', now), 'at', string.format('%d', at)}
+local exp = valid(v[1], now + 2 * cap + 604800000000)
+exp = math.max(exp or 0, now + aimdLife + margin, at + margin)
+hs[#hs + 1] = 'exp'
+hs[#hs + 1] = string.format('%d', exp)
+redis.call('HSET', KEYS[1], unpack(hs))
+redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000)))
+redis.call('PUBLISH', ARGV[4], 'c ' .. KEYS[1] .. ' ' .. string.format('%d', an))
+return {math.floor(rate), 1, an}
 `)
 
 // heartbeatScript announces a process for a quota, or withdraws it, and
@@ -352,12 +541,14 @@ return n
 // The outage scripts keep a key's outage, as the fleet knows it, in a
 // hash of its own beside the quota's (the same hash tag: the same slot):
 // field "next", the instant the next probe may go (µs of Redis's clock);
-// "nom", the instant it would go without jitter; "iv", the interval that
-// led to it, unjittered (µs); "own", the process holding the probe turn;
-// "ou", the instant its turn ends (µs). The probes keep to a schedule that
-// grows from the first failure (nom moves by iv, which doubles up to the
-// cap), and each is jittered around it: jitter does not add up over the
-// probes. Every value is checked as the quota's are: one that is not a
+// "nom", the same, for processes of an earlier version, which read it;
+// "iv", the interval that led to it (µs); "own", the process holding the
+// probe turn; "ou", the instant its turn ends (µs); "given", "0" until a
+// turn is given, then "1". The probes keep to the schedule of a single
+// process (see headway's outage): the first one initial after the first
+// report, each next one an interval after the last one failed, the
+// interval doubling up to the cap; not jittered, since the fleet sends one
+// probe at a time. Every value is checked as the quota's are: one that is not a
 // number, is negative, NaN or further ahead than a process writes makes
 // the record read as absent (no outage), and the next report writes it
 // anew. The record expires a margin after its next probe, or after the
@@ -370,36 +561,39 @@ return n
 
 // outageDownScript records that the host of a quota is down, as one
 // process found, and returns the wait until the next probe, in µs. With no
-// outage on, it starts one, the first probe due ARGV[2] µs from now,
-// jittered. From the process that holds the turn (ARGV[1]), it ends the
-// turn and puts the next probe twice the last interval on, up to ARGV[3],
-// jittered. From any other process it changes nothing.
+// outage on, it starts one, the first probe due ARGV[2] µs from now. From
+// the process that holds the turn (ARGV[1]), it ends the turn and puts the
+// next probe twice the last interval from now, up to ARGV[3]. From any
+// other process it changes nothing, unless no turn was given yet and the
+// report asks for an earlier first probe: a stall, reported with the time
+// it may last, gives way so to the first failure.
 //
 // KEYS[1]: the outage hash; ARGV[1]: the process; ARGV[2]: the first
-// interval, µs; ARGV[3]: the longest, µs; ARGV[4]: the jitter, in
-// thousandths of the interval (-250 to 250); ARGV[5]: the margin of the
-// TTL, ms; ARGV[6]: the channel; ARGV[7]: the name published.
+// interval, µs; ARGV[3]: the longest, µs; ARGV[4]: the margin of the TTL,
+// ms; ARGV[5]: the channel; ARGV[6]: the name published.
 var outageDownScript = redis.NewScript(prelude + `
-local initial, most, jit = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]) / 1000
-local v = redis.call('HMGET', KEYS[1], 'next', 'iv', 'own', 'ou', 'nom')
+local initial, most = tonumber(ARGV[2]), tonumber(ARGV[3])
+local v = redis.call('HMGET', KEYS[1], 'next', 'iv', 'own', 'ou', 'nom', 'given')
 local nxt = valid(v[1], now + 2 * most)
 local iv = valid(v[2], most)
-local ou = valid(v[4], now + 2 * most)
-local nom = valid(v[5], now + 2 * most)
-if nxt and iv and nom then
-  if v[3] ~= ARGV[1] or not ou or ou <= now then
+local given = v[6] == '0' and '0' or '1'
+if nxt and iv and valid(v[5], now + 2 * most) then
+  local ou = valid(v[4], now + 2 * most)
+  if v[3] == ARGV[1] and ou and ou > now then
+    iv = math.min(math.max(2 * iv, initial), most)
+  elseif given == '0' and now + initial < nxt then
+    iv = initial
+  else
     return math.max(nxt - now, 0)
   end
-  iv = math.min(math.max(2 * iv, initial), most)
-  nom = math.max(nom + iv, now + iv / 2)
 else
   iv = initial
-  nom = now + iv
+  given = '0'
 end
-nxt = math.max(math.floor(nom + iv * jit), now + 1)
-redis.call('HSET', KEYS[1], 'next', string.format('%d', nxt), 'nom', string.format('%d', nom), 'iv', string.format('%d', iv), 'own', '', 'ou', '0')
-redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil((nxt - now) / 1000) + tonumber(ARGV[5])))
-redis.call('PUBLISH', ARGV[6], 'o ' .. ARGV[7] .. ' ' .. string.format('%d', nxt - now))
+nxt = now + math.max(iv, 1)
+redis.call('HSET', KEYS[1], 'next', string.format('%d', nxt), 'nom', string.format('%d', nxt), 'iv', string.format('%d', iv), 'own', '', 'ou', '0', 'given', given)
+redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil((nxt - now) / 1000) + tonumber(ARGV[4])))
+redis.call('PUBLISH', ARGV[5], 'o ' .. ARGV[6] .. ' ' .. string.format('%d', nxt - now))
 return nxt - now
 `)
 
@@ -419,7 +613,7 @@ if not nxt or not valid(v[2], most) or not valid(v[5], now + 2 * most) then retu
 if nxt > now then return {nxt - now, 1} end
 local ou = valid(v[4], now + 2 * most)
 if ou and ou > now and v[3] ~= '' and v[3] ~= ARGV[1] then return {ou - now, 2} end
-redis.call('HSET', KEYS[1], 'own', ARGV[1], 'ou', string.format('%d', now + lease))
+redis.call('HSET', KEYS[1], 'own', ARGV[1], 'ou', string.format('%d', now + lease), 'given', '1')
 redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil(lease / 1000) + tonumber(ARGV[4])))
 return {0, 1}
 `)
@@ -481,4 +675,52 @@ func reserveReply(dst []int64, v any, want int, most, capUs int64) (waits []int6
 		}
 	}
 	return dst, tail, nil
+}
+
+// learnedTail splits the two integers a reservation without limits
+// returns after its tail (see reserveScript) off v: the count of such
+// reservations after it, from 0 to 2e15, and the slowest interval it
+// applied, from 0 to a day in µs. It returns the rest of the reply, for
+// reserveReply.
+func learnedTail(v any) (rest any, t learned, err error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) < 4 {
+		return v, t, &ReplyError{Script: "reserve", Reply: v, Reason: "want an array"}
+	}
+	var ok1, ok2, ok3, ok4 bool
+	var held int64
+	t.seq, ok1 = arr[len(arr)-4].(int64)
+	t.pace, ok2 = arr[len(arr)-3].(int64)
+	t.cutSeq, ok3 = arr[len(arr)-2].(int64)
+	held, ok4 = arr[len(arr)-1].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || t.seq < 0 || t.seq > 2e15 || t.pace < 0 || t.pace > int64(24*time.Hour/time.Microsecond) ||
+		t.cutSeq < 0 || t.cutSeq > t.seq || held < 0 || held > 1 {
+		return v, t, &ReplyError{Script: "reserve", Reply: v, Reason: "want counts, a pace and a flag in range"}
+	}
+	t.held = held == 1
+	return arr[:len(arr)-4], t, nil
+}
+
+// learned is what a reservation without limits says after its tail: its
+// count, the pace applied (µs), the count at the last cut, and whether it
+// was held for the fleet's probe (nothing spent: it asks again).
+type learned struct {
+	seq, pace, cutSeq int64
+	held              bool
+}
+
+// cutReply checks that v, cutScript's reply, is a pace in thousandths of a
+// request per second (from aimdFloor up), a flag, 0 or 1, and the count at
+// the last cut.
+func cutReply(v any) (rate int64, cut bool, cutSeq int64, err error) {
+	arr, ok := v.([]any)
+	if ok && len(arr) == 3 {
+		r, ok1 := arr[0].(int64)
+		c, ok2 := arr[1].(int64)
+		n, ok3 := arr[2].(int64)
+		if ok1 && ok2 && ok3 && r >= aimdFloorMilli && r <= aimdMostMilli && (c == 0 || c == 1) && n >= 0 && n <= 2e15 {
+			return r, c == 1, n, nil
+		}
+	}
+	return 0, false, 0, &ReplyError{Script: "cut", Reply: v, Reason: "want a pace in range, a flag and a count"}
 }

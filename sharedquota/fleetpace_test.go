@@ -1,0 +1,335 @@
+package sharedquota
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/headway-go/headway/ratelimitheader"
+	"github.com/redis/go-redis/v9"
+)
+
+// bareThrottle is what a Transport passes to Learn after a 429 that says
+// nothing else.
+var bareThrottle = ratelimitheader.Signal{Throttled: true}
+
+// hashInt reads an integer field of q's hash for key; -1 if absent.
+func hashInt(t *testing.T, c *redis.Client, q *Redis, key, field string) int64 {
+	t.Helper()
+	name, _ := q.KeyNames(key)
+	s, err := c.HGet(context.Background(), name, field).Result()
+	if err == redis.Nil {
+		return -1
+	}
+	n, perr := strconv.ParseInt(s, 10, 64)
+	if err != nil || perr != nil {
+		t.Fatalf("%s = %q: %v %v", field, s, err, perr)
+	}
+	return n
+}
+
+// TestABareThrottleCutsTheFleet (issue 10: with no limits, bare 429s): a
+// bare throttle that one process learns paces every process's
+// reservations without limits at once, a throttle of a request reserved
+// before the cut changes nothing, and a later one measures what the
+// fleet sent since the cut.
+func TestABareThrottleCutsTheFleet(t *testing.T) {
+	addr := redisAddr(t)
+	c := newClient(t, addr)
+	a := newQuota(t, c)
+	b := NewRedis(newClient(t, addr), WithTimeout(slowTimeout), WithPrefix(a.cfg.prefix))
+	defer b.Close()
+	ctx := context.Background()
+
+	// Nothing learned: A's requests go unpaced (the first is the fleet's
+	// probe, the second, A's again, ends it).
+	for i := range 20 {
+		if d := reserve(t, a, "k", 1); d != 0 {
+			t.Fatalf("reservation %d with nothing learned waits %v", i, d)
+		}
+	}
+	if err := a.Learn(ctx, "k", bareThrottle); err != nil {
+		t.Fatal(err)
+	}
+	if s := hashInt(t, c, a, "k", "as"); s != 1 {
+		t.Fatalf("after the first cut, slow start is %d, want 1", s)
+	}
+	// 20 sent within a second (measured over one at least): 20/s, then
+	// 18/s doubling every second. B, which was told nothing, keeps to it.
+	var last time.Duration
+	for i := range 5 {
+		last = reserve(t, b, "k", 1)
+		if i == 0 && (last < 20*time.Millisecond || last > 60*time.Millisecond) {
+			t.Fatalf("B's first reservation after the cut waits %v, want one interval at 18/s (56ms)", last)
+		}
+	}
+	if last < 150*time.Millisecond || last > 280*time.Millisecond {
+		t.Fatalf("B's fifth reservation waits %v, want about five intervals at 18-20/s", last)
+	}
+	cutAt := hashInt(t, c, a, "k", "ac")
+
+	// A throttle of one of A's 20, all sent before the cut, is stale.
+	if err := a.Learn(ctx, "k", bareThrottle); err != nil {
+		t.Fatal(err)
+	}
+	if at := hashInt(t, c, a, "k", "ac"); at != cutAt {
+		t.Fatalf("a throttle of a request reserved before the cut cut again (%d, was %d)", at, cutAt)
+	}
+
+	// One of B's, sent after the cut, is not: it measures 5 sent (the
+	// fifth throttled) since the cut, over the time since.
+	time.Sleep(last + 50*time.Millisecond)
+	if err := b.Learn(ctx, "k", bareThrottle); err != nil {
+		t.Fatal(err)
+	}
+	if at := hashInt(t, c, a, "k", "ac"); at == cutAt {
+		t.Fatal("a throttle of a request reserved after the cut did not cut")
+	}
+	if s := hashInt(t, c, a, "k", "as"); s != 0 {
+		t.Fatalf("after the second cut, slow start is %d, want 0", s)
+	}
+	cycle := float64(hashInt(t, c, a, "k", "ac")-cutAt) / 1e6
+	if w, want := float64(hashInt(t, c, a, "k", "ar"))/1000, 5/cycle; w > want*1.01 || w < want*0.8 {
+		t.Fatalf("the rate at the second cut is %.2f/s, want what was sent since the first, %.2f/s", w, want)
+	}
+	if acn, an := hashInt(t, c, a, "k", "acn"), hashInt(t, c, a, "k", "an"); acn != an || an != 25 {
+		t.Fatalf("counted %d reservations, %d at the cut; want 25 and 25", an, acn)
+	}
+}
+
+// TestACutMakesBookedRequestsReserveAgain: the requests a process booked
+// at the old pace, due after it heard of a cut another process made, are
+// told once, as they are about to leave, to reserve again; those booked
+// after the cut are not.
+func TestACutMakesBookedRequestsReserveAgain(t *testing.T) {
+	addr := redisAddr(t)
+	c := newClient(t, addr)
+	a := newQuota(t, c)
+	b := NewRedis(newClient(t, addr), WithTimeout(slowTimeout), WithPrefix(a.cfg.prefix))
+	defer b.Close()
+	ctx := context.Background()
+	waitFor(t, 5*time.Second, func() bool { return a.subscribed(a.now()) && b.subscribed(b.now()) })
+
+	reserve(t, b, "k", 1) // B's probe
+	reserve(t, b, "k", 1)
+	if err := b.Learn(ctx, "k", bareThrottle); err != nil { // 2/s at most: 1.8/s
+		t.Fatal(err)
+	}
+	// B books a slot at 1.8/s, A three after it.
+	d := reserve(t, b, "k", 1)
+	var booked []int64
+	for range 3 {
+		booked = append(booked, a.now()+int64(reserve(t, a, "k", 1)))
+	}
+	time.Sleep(d)
+	if err := b.Learn(ctx, "k", bareThrottle); err != nil { // B's, sent after the cut
+		t.Fatal(err)
+	}
+	ks := a.state("k")
+	acn := hashInt(t, c, a, "k", "acn")
+	waitFor(t, 5*time.Second, func() bool { // published: A hears of it
+		ks.mu.Lock()
+		defer ks.mu.Unlock()
+		return ks.cutSeq == acn
+	})
+	told := 0
+	for i, at := range booked {
+		if at <= ks.cutAt {
+			continue // gone already (a loaded machine)
+		}
+		if !ks.recut(at + int64(time.Millisecond)) {
+			t.Fatalf("booked slot %d, due after the cut, is not told to reserve again", i)
+		}
+		if ks.recut(at + int64(time.Millisecond)) {
+			t.Fatalf("booked slot %d is told twice", i)
+		}
+		told++
+	}
+	if told < 2 {
+		t.Fatalf("%d of A's slots were still booked when the cut came; want the test to check some", told)
+	}
+	after := a.now() + int64(reserve(t, a, "k", 1))
+	if ks.recut(after) {
+		t.Fatal("a slot booked after the cut is told to reserve again")
+	}
+}
+
+// TestTheFleetProbes: with nothing learned, the fleet's first request goes
+// alone; another process's requests are held (nothing spent, asked again
+// within 15ms) until the probe's process reserves again, its answer in.
+func TestTheFleetProbes(t *testing.T) {
+	addr := redisAddr(t)
+	c := newClient(t, addr)
+	a := newQuota(t, c)
+	b := NewRedis(newClient(t, addr), WithTimeout(slowTimeout), WithPrefix(a.cfg.prefix))
+	defer b.Close()
+	if d := reserve(t, a, "k", 1); d != 0 {
+		t.Fatalf("the probe waits %v", d)
+	}
+	d := reserve(t, b, "k", 1)
+	if d <= 0 || d > 15*time.Millisecond {
+		t.Fatalf("a request of another process while the probe is out waits %v, want a recheck within 15ms", d)
+	}
+	if an := hashInt(t, c, a, "k", "an"); an != 1 {
+		t.Fatalf("counted %d, want the probe alone", an)
+	}
+	ks := b.state("k")
+	if !ks.unhold(b.now() + int64(d)) {
+		t.Fatal("the held request is not told to reserve again")
+	}
+	if ks.unhold(b.now() + int64(d)) {
+		t.Fatal("the held request is told twice")
+	}
+	reserve(t, a, "k", 1) // the probe's answer came
+	for i := range 3 {
+		if d := reserve(t, b, "k", 1); d != 0 {
+			t.Fatalf("after the probe, B's reservation %d waits %v", i, d)
+		}
+	}
+
+	// A probe whose process does not come back holds the others for a
+	// second at most.
+	reserve(t, a, "k2", 1)
+	start := time.Now()
+	for reserve(t, b, "k2", 1) != 0 {
+		if time.Since(start) > 3*time.Second {
+			t.Fatal("held for more than 3s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if el := time.Since(start); el < 800*time.Millisecond {
+		t.Fatalf("released after %v, before the probe's second", el)
+	}
+}
+
+// TestTheFleetPaceOutlivesRedis: while Redis is away, a key without limits
+// keeps to the pace the fleet learned, shared among the processes, not
+// unpaced.
+func TestTheFleetPaceOutlivesRedis(t *testing.T) {
+	srv := startRedis(t)
+	c := newClient(t, srv.addr())
+	q := NewRedis(c, WithPrefix(testPrefix(t)), WithHeartbeat(time.Hour))
+	defer q.Close()
+	ctx := context.Background()
+	for range 5 {
+		reserve(t, q, "k", 1)
+	}
+	if err := q.Learn(ctx, "k", bareThrottle); err != nil { // 5 in a second: 4.5/s
+		t.Fatal(err)
+	}
+	reserve(t, q, "k", 1)
+	srv.kill()
+	var at []time.Duration
+	for range 3 {
+		d, err := q.Reserve(ctx, "k", nil, 1, forever)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at = append(at, d)
+	}
+	if s := q.Stats(); s.Degraded < 3 {
+		t.Fatalf("stats %+v: want the three decided without Redis", s)
+	}
+	// The fleet's pace (4.5/s, a little faster since: slow start) shared
+	// among the processes counted (this one): about 1/4.5 s apart.
+	if gap := at[2] - at[1]; gap < 180*time.Millisecond || gap > 500*time.Millisecond {
+		t.Fatalf("fallback slots %v: %v apart, want the learned pace", at, gap)
+	}
+	if err := q.Learn(ctx, "k", bareThrottle); err == nil {
+		t.Fatal("Learn without Redis: no error, so the Transport would not cut its own pace")
+	}
+}
+
+// TestAIMDCurve: the fleet's pace after a cut follows the curve of the
+// root's AIMD: beta of the rate at the cut, doubling every second in slow
+// start, else the cubic that is back at the rate after aimdK.
+func TestAIMDCurve(t *testing.T) {
+	c := newClient(t, redisAddr(t))
+	curve := redis.NewScript(prelude + aimdLua + `
+return aimdInterval(tonumber(ARGV[1]), now - tonumber(ARGV[2]), ARGV[3] == '1')
+`)
+	want := func(wmax float64, t float64, slow bool) float64 { // requests per second
+		var r float64
+		if slow {
+			r = wmax * aimdBeta * math.Exp2(min(t, 60))
+		} else {
+			k := aimdK.Seconds()
+			r = max(wmax*(1-aimdBeta)/(k*k*k)*math.Pow(t-k, 3)+wmax, wmax*aimdBeta)
+		}
+		return max(r, aimdFloorMilli/1000.0)
+	}
+	for _, tc := range []struct {
+		wmax float64
+		t    float64
+		slow bool
+	}{
+		{10, 0, true}, {10, 1, true}, {10, 2.5, true}, {10, 0, false}, {10, 3, false}, {10, 12, false},
+		{10, 20, false}, {0.5, 0, false}, {2000, 6, false}, {0.1, 1, true},
+	} {
+		v, err := curve.Run(context.Background(), c, []string{"x"}, int64(tc.wmax*1000), int64(tc.t*1e6), map[bool]string{true: "1", false: "0"}[tc.slow]).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 1e6 / float64(v)
+		if w := want(tc.wmax, tc.t, tc.slow); math.Abs(got-w) > w*0.01 {
+			t.Errorf("rate %v at %vs (slow %v): Lua paces %.3f/s, Go %.3f/s", tc.wmax, tc.t, tc.slow, got, w)
+		}
+	}
+}
+
+// TestPoisonedFleetPace: whatever another program left in the fields of
+// the fleet's pace and probe, a reservation without limits answers with
+// a wait no longer than the cap, a bare throttle is learned, no call
+// errs, and the hash keeps a bounded TTL.
+func TestPoisonedFleetPace(t *testing.T) {
+	c := newClient(t, redisAddr(t))
+	ctx := context.Background()
+	bad := []string{"9223372036854775807", "nan", "-nan", "inf", "-inf", "1e300", "-5", "abc", "", "1e15"}
+	for _, field := range []string{"ar", "ac", "as", "at", "an", "a1", "acn", "po", "ph"} {
+		for _, v := range bad {
+			name := field + "=" + v
+			q := newQuota(t, c, WithHeartbeat(time.Hour))
+			quota, _ := q.KeyNames("k")
+			now, err := c.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			nowUs := now.UnixMicro()
+			fields := map[string]any{
+				"exp": nowUs + 2_000_000, "ar": 10_000, "ac": nowUs - 1_000_000, "as": "0", "at": nowUs,
+				"an": 40, "a1": nowUs - 1_000_000, "acn": 30, "po": "other", "ph": nowUs + 500_000,
+			}
+			fields[field] = v
+			if err := c.HSet(ctx, quota, fields).Err(); err != nil {
+				t.Fatal(err)
+			}
+			c.PExpire(ctx, quota, 5*time.Second)
+			for range 3 {
+				d, err := q.Reserve(ctx, "k", nil, 1, forever)
+				if err != nil || d < 0 || d > maxServerWait {
+					t.Fatalf("%s: Reserve = %v, %v; want a wait from 0 to the cap", name, d, err)
+				}
+				if _, err := q.PausedFor(ctx, "k"); err != nil {
+					t.Fatalf("%s: PausedFor: %v", name, err)
+				}
+			}
+			if err := q.Learn(ctx, "k", bareThrottle); err != nil {
+				t.Fatalf("%s: Learn: %v", name, err)
+			}
+			if d, err := q.Reserve(ctx, "k", nil, 1, forever); err != nil || d < 0 || d > 3*time.Second {
+				t.Fatalf("%s: after a cut, Reserve = %v, %v; want within the slowest pace", name, d, err)
+			}
+			if s := q.Stats(); s.Errors != 0 || s.Degraded != 0 {
+				t.Fatalf("%s: stats %+v, want no errors and nothing degraded", name, s)
+			}
+			ttl, err := c.PTTL(ctx, quota).Result()
+			if err != nil || ttl <= 0 || ttl > maxServerWait+2*time.Minute {
+				t.Fatalf("%s: TTL %v (%v), want a bounded one", name, ttl, err)
+			}
+			q.Close()
+			c.Del(ctx, quota)
+		}
+	}
+}
