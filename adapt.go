@@ -510,8 +510,10 @@ func (m *serverModel) level(now int64) float64 {
 		t = min(m.cap, t+m.rate*float64(max(now-m.at, 0)))
 	} else if m.resetAt > 0 && now >= m.resetAt && t < m.cap {
 		t = m.cap
-	} else if m.window && now < m.resetAt && now >= m.resetAt-int64(m.gap) {
-		t = min(t, 0) // the window may have ended: see gap
+	} else if now < m.resetAt && now >= m.resetAt-int64(m.gap) {
+		// The window may have ended (see gap); a model that has not seen
+		// it is one yet, but will refill in full at resetAt, is held too.
+		t = min(t, 0)
 	}
 	if m.window {
 		// A window never holds more than its quota, whatever the answers
