@@ -521,6 +521,7 @@ func (k *keyState) answeredNow(dep *departure) {
 	k.mu.Lock()
 	now := k.env.now()
 	k.window.answered(dep.seq)
+	k.sustain()
 	k.scope.answered(dep.scopeSeq, now-dep.sent)
 	k.align(now)
 	k.routeDone(now, *dep, true)
@@ -539,8 +540,8 @@ func (k *keyState) unanswered(dep *departure) {
 
 // observe applies what the response to dep, sent on route, said, at now.
 // coarse reports that the response stated its reset to the second, and
-// off is the estimate of the server's clock less ours it was read with.
-func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimitheader.Signal, coarse bool, off time.Duration) {
+// rc the estimates of the server's clock it was read with.
+func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimitheader.Signal, coarse bool, rc readClock) {
 	seq := dep.seq
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -584,7 +585,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 			dep.sub.m.correct(now, dep.at, 1)
 		}
 	default:
-		k.model.secondReset, k.model.offset = coarse, int64(off)
+		k.model.secondReset, k.model.offset = coarse, int64(rc.reset)
 		k.model.observe(now, seq, k.sent, sig)
 		k.model.resetAt = min(k.model.resetAt, satAdd(now, int64(limit)))
 	}
@@ -602,10 +603,14 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 		// rounds: only a finer one (a date on a skewed clock, Discord's
 		// retry_after) can say where windows end, and a date only once the
 		// server's clock is known well.
+		if rc.waitAt {
+			k.window.reclock(int64(rc.wait))
+		}
 		k.window.unheard(k.sent, uint64(max(k.unseen.Load(), 1)))
 		k.window.throttled(satAdd(now, int64(sig.Wait)), seq, k.sent)
 	}
 	k.window.answered(seq)
+	k.sustain()
 	k.learning.Store(k.window.learning())
 	bare := k.bare(sig)
 	if bare && k.rareThrottle(now, seq) {
@@ -618,6 +623,16 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 	}
 	k.align(now)
 	k.dispatch(now)
+}
+
+// sustain keeps, under k.mu, the pace of bare throttles at or above what
+// the cycles of a window being learned let through: a pace under it never
+// spends a window's quota, so the window never throttles again, and is
+// never learned.
+func (k *keyState) sustain() {
+	if r := k.window.sustained(); r > 0 && k.aimd.active && !k.window.on {
+		k.aimd.wmax = max(k.aimd.wmax, r/aimdBeta) // at() is then r at least
+	}
 }
 
 // cut takes the bare throttle b in, under k.mu: the key's own AIMD cuts
@@ -637,6 +652,7 @@ func (k *keyState) cut(b bareThrottle) {
 	}
 	n, span, known := k.model.recent(now, pausedTill)
 	k.aimd.throttled(now, seq, k.sent, n, span, known, known && pausedTill > now-int64(time.Second))
+	k.sustain()
 	k.aimdB.Interval, k.aimdB.Burst, k.aimdB.Unweighted = k.aimd.interval(now), 1, true
 	// The throttle emptied the server's bucket: the next request waits
 	// for the end of the pause the server named, or else one interval

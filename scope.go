@@ -90,8 +90,8 @@ func (sc *scopeState) take(d, at int64) (seq uint64, ok bool) {
 	if sc.window.on && sc.window.earliest(d) > d {
 		return 0, false
 	}
-	if _, held := sc.window.probeAt(d, 0); held {
-		return 0, false
+	if at, held := sc.window.probeAt(d, satAdd(sc.lastAt, sc.holdFor())); held && at > d {
+		return 0, false // as earliest says: held no longer than its hold
 	}
 	sc.sent++
 	sc.lastAt = at

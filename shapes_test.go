@@ -217,7 +217,11 @@ func TestSparseShapes(t *testing.T) {
 		early     bool
 	}
 	stands := map[string]standing{
-		"fixed-window-date-skewed": {0.88, 40, true}, // the throttles of learning the window
+		// Without a limit: 0.995-0.998; the throttles are the first window's
+		// burst, sent before any answer, then at most one a window
+		// (TestFixedWindowLearnedFromRetryAfterDates). With the published
+		// limit: 0.911, one throttle, a window never learned from it.
+		"fixed-window-date-skewed": {0.9, 20, true},
 		// Efficiency holds, and at most one throttle a window after the
 		// first (checked: windowed below): one in each of the two windows
 		// that measure the global window, none after. In the first, 3 to 7
@@ -286,6 +290,78 @@ func TestFixedWindowEnteredLate(t *testing.T) {
 					}
 				})
 			})
+		}
+	}
+}
+
+// throttleTimes is a RoundTripper that notes when each throttled request
+// left, on the server's clock (ours plus skew).
+type throttleTimes struct {
+	base http.RoundTripper
+	skew time.Duration
+	mu   sync.Mutex
+	at   []time.Time
+}
+
+func (tt *throttleTimes) RoundTrip(req *http.Request) (*http.Response, error) {
+	sent := time.Now().Add(tt.skew)
+	resp, err := tt.base.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+		tt.mu.Lock()
+		tt.at = append(tt.at, sent)
+		tt.mu.Unlock()
+	}
+	return resp, err
+}
+
+// TestFixedWindowLearnedFromRetryAfterDates runs servers of fixed windows
+// that say nothing but a Retry-After date on their 429s, on a clock that
+// is not ours, with no limit configured (issue 12): the row of the issue
+// (20 per 2 s, 30 s ahead) and another quota, length and skew. The key
+// learns each window from the spacing of its throttles; the first window
+// throttles what the first burst sent beyond its quota, and every later
+// one at most once (while the window is learned), with efficiency 0.95
+// and no request sent inside a wait the client knew of.
+func TestFixedWindowLearnedFromRetryAfterDates(t *testing.T) {
+	for _, c := range []struct {
+		limit  int
+		window time.Duration
+		skew   time.Duration
+	}{{20, 2 * time.Second, 30 * time.Second}, {50, 5 * time.Second, -12300 * time.Millisecond}} {
+		sh := fakeserver.Shape{Name: "fixed-window-retry-after-date",
+			Config: fakeserver.Config{Algorithm: fakeserver.FixedWindow, Limit: c.limit, Window: c.window, ClockSkew: c.skew,
+				Dialect: fakeserver.RetryAfterDate{}, Faults: fakeserver.Faults{Latency: 20 * time.Millisecond, Jitter: 5 * time.Millisecond, Seed: 1}},
+			Rate: float64(c.limit) / c.window.Seconds(), Burst: c.limit}
+		for _, workers := range []int{8, 32} {
+			for _, phase := range []time.Duration{0, c.window * 3 / 10, c.window * 7 / 10} {
+				t.Run(fmt.Sprintf("%d-per-%v/%d/%v", c.limit, c.window, workers, phase), func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
+						time.Sleep(phase)
+						srv := fakeserver.New(sh.Config)
+						tt := &throttleTimes{base: srv.Transport(), skew: c.skew}
+						first := time.Now().Add(c.skew).Truncate(c.window)
+						r := runShape(t, sh, srv, tt, "http://api.test", sh.Burst+int(20*sh.Rate), workers)
+						t.Log(r)
+						perWindow := map[int64]int{}
+						for _, at := range tt.at {
+							if w := int64(at.Sub(first) / c.window); w > 0 {
+								perWindow[w]++
+							}
+						}
+						for w, n := range perWindow {
+							if n > 1 {
+								t.Errorf("window %d after the first: %d throttles, want at most 1", w, n)
+							}
+						}
+						if r.efficiency < 0.95 {
+							t.Errorf("efficiency %.3f, want at least 0.95", r.efficiency)
+						}
+						if r.ignored != 0 {
+							t.Errorf("%d sent inside a wait the client knew of", r.ignored)
+						}
+					})
+				})
+			}
 		}
 	}
 }

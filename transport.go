@@ -586,15 +586,19 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep *departure, ro
 	// clock offset is taken off.
 	srv := in.ServerTime()
 	coarse := sig.Reset%time.Second == 0 || srv.Add(sig.Reset).Nanosecond() == 0
+	rc := readClock{reset: off}
 	switch {
 	case !ok && coarse:
 		// Read against the response's Date (or a delay in whole seconds,
 		// which is as coarse).
-		off = srv.Sub(in.Now)
+		rc.reset = srv.Sub(in.Now)
 	case !absolute(sig.Reset, srv):
-		off = 0 // a delay is measured on our clock
+		rc.reset = 0 // a delay is measured on our clock
 	}
-	k.observe(now, *dep, route, sig, coarse, off)
+	if ok && absolute(sig.Wait, srv) {
+		rc.wait, rc.waitAt = off, true // a Retry-After date
+	}
+	k.observe(now, *dep, route, sig, coarse, rc)
 	return hv
 }
 

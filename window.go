@@ -1,6 +1,9 @@
 package headway
 
-import "math"
+import (
+	"math"
+	"time"
+)
 
 // learnedWindow learns a fixed window from the spacing of throttles, for a
 // server that says nothing of its quota but names a wait on its 429s (a
@@ -50,6 +53,9 @@ type learnedWindow struct {
 
 	first  float64 // what the first cycle let through; 0 until counted
 	lastAt int64   // when the last departure left
+	// offset is the server's clock less ours that the ends were read with,
+	// when they are instants on the server's clock (Retry-After dates).
+	offset int64
 
 	counted bool // the cycle ending at curEnd is counted
 	on      bool
@@ -70,6 +76,31 @@ type learnedWindow struct {
 // length: the wait's end is the response's arrival plus the wait, so the
 // response's latency jitters it.
 const windowTolerance = int64(50e6) // 50 ms
+
+// readClock is the estimate of the server's clock less ours that a
+// signal's absolute instants were read against: its reset's (0 when it
+// was stated as a delay) and, if waitAt, its wait's (a Retry-After date).
+type readClock struct {
+	reset, wait time.Duration
+	waitAt      bool
+}
+
+// reclock notes, before a throttle whose wait ends at an instant on the
+// server's clock, that it was read with offset off: the ends read before
+// with another estimate move by the difference. The estimate narrows as
+// Dates come, by up to a second, and cycles measured across the change
+// would be that much off (a window of 2 s seen as 1.58 s, which no later
+// cycle agrees with).
+func (w *learnedWindow) reclock(off int64) {
+	if d := off - w.offset; d != 0 {
+		for _, e := range []*int64{&w.prevEnd, &w.curEnd, &w.end} {
+			if *e != 0 {
+				*e -= d
+			}
+		}
+		w.offset = off
+	}
+}
 
 // unheard notes, before a throttle of sent departures so far may open a
 // cycle while nothing was being learned (the answers that said nothing
@@ -222,6 +253,17 @@ func (w *learnedWindow) take(now int64) {
 	}
 	w.taken++
 	w.lastAt = now
+}
+
+// sustained returns the requests per second that the shortest cycles
+// counted let through, at the fewest; 0 before one is counted. A server
+// of fixed windows sustains that much; so does a bucket, whose wait,
+// rounded up, outlasts the refill of its burst.
+func (w *learnedWindow) sustained() float64 {
+	if w.off || w.minSpan <= 0 || w.quota < 1 {
+		return 0
+	}
+	return w.quota / (float64(w.minSpan) / 1e9)
 }
 
 // probeAt returns, for a window being learned, when a departure at d may

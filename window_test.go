@@ -243,3 +243,33 @@ func TestALimitIsCountedInTheServersProvenWindows(t *testing.T) {
 	require.NotNil(t, k.pacer.win)
 	assert.Equal(t, uint64(2), k.pacer.win.mask)
 }
+
+// Once a request held while the global window is learned has waited its
+// longest (its answers are late), earliest lets it go, and take must too:
+// a take that refused what earliest allowed left dispatch looking again
+// forever under the key's lock (a hang seen on loopback, answers slower
+// than holdFor).
+func TestAHeldScopeRequestGoesOnceItsHoldIsOver(t *testing.T) {
+	ms := int64(time.Millisecond)
+	sc := &scopeState{}
+	sc.activate()
+	for range 3 {
+		seq, ok := sc.take(0, 0)
+		require.True(t, ok)
+		sc.answered(seq, 20*ms)
+	}
+	seq, ok := sc.take(0, 0)
+	require.True(t, ok)
+	sc.throttled(1000*ms, seq) // the first cycle: 3 through, the window ends at 1 s
+	for range 3 {
+		_, ok := sc.take(1000*ms, 1000*ms)
+		require.True(t, ok)
+	}
+	// The quota counted is spent after the end, and no answer has come:
+	// the next request is held, but not past its hold.
+	assert.Greater(t, sc.earliest(1000*ms), 1000*ms)
+	late := 2000 * ms
+	require.Equal(t, late, sc.earliest(late))
+	_, ok = sc.take(late, late)
+	assert.True(t, ok, "take refused what earliest allowed")
+}
