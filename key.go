@@ -399,7 +399,11 @@ func (k *keyState) dispatch(now int64) {
 			return
 		}
 		if !k.take(d, now, w.cost, w.route, &w.dep) {
-			continue // another key of its scope took the slot: look again
+			// Another key of its scope took the slot since: look again
+			// when the scope lets the next go.
+			d = max(k.earliest(max(w.arrival, k.freedAt), 1, w.cost, w.route), satAdd(now, 1))
+			k.arm(now, d)
+			return
 		}
 		k.queue.remove(w)
 		w.admitted = true

@@ -117,14 +117,15 @@ func TestACutMakesBookedRequestsReserveAgain(t *testing.T) {
 	if err := b.Learn(ctx, "k", bareThrottle); err != nil { // 2/s at most: 1.8/s
 		t.Fatal(err)
 	}
-	// B books a slot at 1.8/s, A three after it.
+	// B books two slots at 1.8/s, A three after them.
+	reserve(t, b, "k", 1)
 	d := reserve(t, b, "k", 1)
 	var booked []int64
 	for range 3 {
 		booked = append(booked, a.now()+int64(reserve(t, a, "k", 1)))
 	}
 	time.Sleep(d)
-	if err := b.Learn(ctx, "k", bareThrottle); err != nil { // B's, sent after the cut
+	if err := b.Learn(ctx, "k", bareThrottle); err != nil { // B's second, sent after the cut
 		t.Fatal(err)
 	}
 	ks := a.state("k")

@@ -453,7 +453,10 @@ return 1
 // the throttled request, over the time since: the server's bucket was
 // empty at both throttles, so that is what it let through, its rate (never
 // more than the pace at now). The pace becomes beta times what was
-// measured, and the next request waits one interval at it.
+// measured (1 - 1/sent when that is more, out of slow start: a measure
+// over many requests is cut less), and the next request waits one
+// interval at it. A throttle of the first request after a cut says
+// nothing of the new pace, and changes nothing.
 //
 // KEYS[1]: the quota's hash (fields "ar": the rate at the cut, "ac": the
 // cut's instant, µs, "as": "1" in slow start, "acn": "an" at the cut,
@@ -488,10 +491,23 @@ else
   -- last of them throttled.
   local cur = aimdRate(ar, ac, slow)
   sent = math.min(bound, an) - acn
-  local cycle = now - ac
-  measured = cur
-  if cycle >= 100000 and sent >= 2 then
-    measured = math.min(cur, sent * 1000000000 / cycle)
+  if sent < 2 then
+    -- The first request after the cut left into the bucket the last
+    -- throttle emptied: it says nothing of the new pace.
+    return {math.floor(cur), 0, acn}
+  end
+  local cycle = math.max(now - ac, 1)
+  measured = math.min(cur, (sent - 0.5) * 1000000000 / cycle)
+  if slow and cycle > 1000000 and cur * 0.72 > measured then
+    -- The pace rose from below the server's rate, whose bucket refilled
+    -- meanwhile, and overflowed if it was slow for long: what went through
+    -- is then less than the rate. The last second, doubling, sent about
+    -- 0.72 of the pace at its end, more than the rate if the bucket held
+    -- much: the rate lies between the two.
+    measured = math.sqrt(measured * cur * 0.72)
+  elseif not slow then
+    -- At or about the rate all along: what went through (all but the
+    -- throttled one) is the rate, known to one request in sent.
     keep = math.max(beta, 1 - 1 / sent)
   end
   slow = false
