@@ -704,3 +704,65 @@ func TestAProbeReachesTheHostOnce(t *testing.T) {
 	assert.Equal(t, int32(1), arrivals.Load(), "requests of one probe that reached the host")
 	assert.False(t, bodied.Load(), "the probe went as a GET without a body")
 }
+
+// TestOutagesOfEveryLength: the workload (8 workers, 600 GETs at
+// 100 a second, 5 ms answers) meets 500s, or a host that hangs past a
+// 200 ms timeout, for outages of many lengths, in virtual time. Whatever
+// the length, nothing fails; the first probe after the host's return
+// leaves within the longest probe interval (500 ms) of it, since probes
+// are not jittered; and the requests sent into the outage are the first
+// failures and the probes of the schedule (200 ms, 400 ms, then 500 ms,
+// each from the last failure). The efficiency is logged: the lag is the
+// price of the few probes (see RetryOptions.MaxProbeInterval). Up to 10 s:
+// the probes are attempts of the request at the head of the queue, and 30
+// attempts last some 15 s at two probes a second.
+func TestOutagesOfEveryLength(t *testing.T) {
+	lengths := []time.Duration{300 * time.Millisecond, 700 * time.Millisecond, time.Second, 1500 * time.Millisecond,
+		2 * time.Second, 2500 * time.Millisecond, 2700 * time.Millisecond, 3 * time.Second, 3300 * time.Millisecond,
+		4 * time.Second, 5 * time.Second, 7 * time.Second, 10 * time.Second}
+	for _, shape := range []fakeserver.OutageShape{fakeserver.OutageError, fakeserver.OutageHang} {
+		for _, d := range lengths {
+			t.Run(fmt.Sprintf("%v/%v", shape, d), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					srv := fakeserver.New(fakeserver.Config{Limit: 100, Burst: 10,
+						Faults: fakeserver.Faults{Outage: shape, Latency: 5 * time.Millisecond}})
+					start := time.Now()
+					from, to := start.Add(2*time.Second), start.Add(2*time.Second+d)
+					srv.SetOutage(from, to)
+					w := &watchRT{base: timeoutRT{srv.Transport(), 200 * time.Millisecond}, downFrom: from, downTo: to}
+					tr := New(w, WithLimit(PerSecond(100).WithBurst(9)), WithRetry(batchRetry))
+					failed, errs := outageRun(t, tr, 600, 8)
+					took := time.Since(start)
+					assert.Zero(t, failed, "%v", errs)
+					after := w.sentIn(to, to.Add(time.Hour))
+					require.NotEmpty(t, after)
+					lag := after[0].Sub(to)
+					// A probe that hangs at the host's return fails then
+					// (the fake server resets it), or at its timeout.
+					assert.LessOrEqual(t, lag, 500*time.Millisecond+5*time.Millisecond, "the host waited for its probe")
+					// The schedule's probes before the host came back, from
+					// the first failure (at the latest its timeout).
+					probes, at, iv := 0, time.Duration(0), 200*time.Millisecond
+					if shape == fakeserver.OutageHang {
+						at = 200 * time.Millisecond
+					}
+					for at += iv; at < d; at += iv {
+						probes++
+						if shape == fakeserver.OutageHang {
+							at += 200 * time.Millisecond // each probe hangs until its timeout
+						}
+						iv = min(2*iv, 500*time.Millisecond)
+					}
+					first := 1 // the request that met the outage
+					if shape == fakeserver.OutageHang {
+						first = 3 // those sent before the silence was a stall: 20 ms at 10 ms apart
+					}
+					into := srv.Stats().Outage
+					assert.LessOrEqual(t, into, int64(first+probes), "sent into the outage")
+					least := d + (600-20)*10*time.Millisecond
+					t.Logf("efficiency %.3f, %d sent into the outage, first probe after it +%v", least.Seconds()/took.Seconds(), into, lag)
+				})
+			})
+		}
+	}
+}

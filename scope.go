@@ -72,6 +72,10 @@ func (sc *scopeState) activate() {
 func (sc *scopeState) earliest(d int64) int64 {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
+	return sc.earliestLocked(d)
+}
+
+func (sc *scopeState) earliestLocked(d int64) int64 {
 	if sc.window.on {
 		return max(d, sc.window.earliest(d))
 	}
@@ -87,11 +91,8 @@ func (sc *scopeState) earliest(d int64) int64 {
 func (sc *scopeState) take(d, at int64) (seq uint64, ok bool) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if sc.window.on && sc.window.earliest(d) > d {
-		return 0, false
-	}
-	if at, held := sc.window.probeAt(d, satAdd(sc.lastAt, sc.holdFor())); held && at > d {
-		return 0, false // as earliest says: held no longer than its hold
+	if sc.earliestLocked(d) > d {
+		return 0, false // by the rule earliest applies, or the key would look again at once
 	}
 	sc.sent++
 	sc.lastAt = at

@@ -65,7 +65,7 @@ var outageStatuses = []int{429, 500, 502, 503, 504}
 var OutageContenders = []Contender{
 	{
 		Name: "headway",
-		How:  "`headway.New(base, headway.WithLimit(headway.PerSecond(rate).WithBurst(burst-1)), headway.WithRetry(headway.RetryOptions{MaxAttempts: 30, Statuses: []int{429, 500, 502, 503, 504}}))`: the outage state with its defaults (probes 200 ms ×2 up to 500 ms, ±25%).",
+		How:  "`headway.New(base, headway.WithLimit(headway.PerSecond(rate).WithBurst(burst-1)), headway.WithRetry(headway.RetryOptions{MaxAttempts: 30, Statuses: []int{429, 500, 502, 503, 504}}))`: the outage state with its defaults (probes 200 ms ×2 up to 500 ms, each from the last failure, not jittered).",
 		New:  headwayOutage(),
 	},
 	{

@@ -13,7 +13,17 @@ import (
 var (
 	outage     = flag.Bool("outage", false, "run the outage rows over loopback, in real time (minutes)")
 	outageRuns = flag.Int("outage-runs", 5, "runs of headway per outage shape, for the spread of its numbers")
+	outageFor  = flag.Duration("outage-for", 0, "the outage's length; 0 means DefaultOutage's (3s)")
 )
+
+// outageScenario is DefaultOutage, its length set by -outage-for.
+func outageScenario() OutageScenario {
+	s := DefaultOutage
+	if *outageFor > 0 {
+		s.For = *outageFor
+	}
+	return s
+}
 
 // TestOutageTable runs every outage contender through every outage shape
 // over loopback, in real time, and prints the table; with -write it puts
@@ -24,7 +34,7 @@ func TestOutageTable(t *testing.T) {
 	if !*outage {
 		t.Skip("real time, minutes: run with -outage")
 	}
-	s := DefaultOutage
+	s := outageScenario()
 	began := time.Now()
 	var results []OutageResult
 	var spread strings.Builder
@@ -37,8 +47,8 @@ func TestOutageTable(t *testing.T) {
 			t.Logf("%s / %s: efficiency %.3f, %d into the outage, %d failed", sh.Name, c.Name, r.Efficiency(), r.IntoOutage, r.Failed)
 			results = append(results, r)
 		}
-		// headway again, for the spread of its numbers: the probes are
-		// jittered, so when one finds the host back varies.
+		// headway again, for the spread of its numbers: the probes are not
+		// jittered, but the loopback's timing varies from run to run.
 		runs := []OutageResult{results[len(results)-len(OutageContenders)]}
 		for range *outageRuns - 1 {
 			r, err := RunOutage(OutageContenders[0], sh, s)
@@ -94,9 +104,10 @@ func sum(xs []int64) int64 {
 }
 
 // BenchmarkOutage runs headway alone through each outage shape over
-// loopback, once per iteration, and reports the numbers:
+// loopback, once per iteration, and reports the numbers; with
+// -outage-for, through an outage of another length:
 //
-//	go test -run XXX -bench Outage -benchtime 1x
+//	go test -run XXX -bench Outage -benchtime 1x [-outage-for 5s]
 func BenchmarkOutage(b *testing.B) {
 	for _, sh := range OutageShapes {
 		b.Run(strings.ReplaceAll(sh.Name, " ", "-"), func(b *testing.B) {
@@ -104,7 +115,7 @@ func BenchmarkOutage(b *testing.B) {
 			var r OutageResult
 			for range b.N {
 				var err error
-				if r, err = RunOutage(OutageContenders[0], sh, DefaultOutage); err != nil {
+				if r, err = RunOutage(OutageContenders[0], sh, outageScenario()); err != nil {
 					b.Fatal(err)
 				}
 				eff += r.Efficiency()

@@ -172,7 +172,8 @@ func OutageReport(table, spread string, s OutageScenario, m Machine, took time.D
 	p("the burst being admitted at once at the start and again after the outage) over the time taken, times the share of the requests that succeeded. **sent into the outage (server)**: requests that reached the server while it was down ")
 	p("(the fake server's `Stats.Outage`). **attempts into it (client)**: requests the client handed to its `http.Transport` meanwhile; ")
 	p("the two differ when net/http sends a request again by itself: a GET that meets a reset on a reused keep-alive connection is sent again on the next pooled one, ")
-	p("and again, until one is fresh, so the first request of a reset outage reaches the server once per pooled connection, before any client can know. **first success after it**: from the end of the outage to the first request the server admitted. ")
+	p("and again, until one is fresh, so the first request of a reset outage reaches the server once per pooled connection, before any client can know ")
+	p("(headway's probes are sent so that net/http does not replay them: one probe, one request at the server). **first success after it**: from the end of the outage to the first request the server admitted. ")
 	p("**429s**: throttles, for the clients that do not pace.\n\n")
 	p("The contenders, each with 30 attempts on 429 and 5xx as the issue measured them:\n\n")
 	for _, c := range OutageContenders {
@@ -180,9 +181,10 @@ func OutageReport(table, spread string, s OutageScenario, m Machine, took time.D
 	}
 	p("\n")
 	b.WriteString(table)
-	p("\nheadway's probes are jittered, so when one finds the host back varies from run to run:\n\n")
+	p("\nheadway's probes are not jittered; the spread of its numbers over several runs is the loopback's and the machine's:\n\n")
 	b.WriteString(spread)
-	p("\nReading it: headway holds the key behind one probe at a time (200 ms, then doubling up to 500 ms), so few requests reach the host while it is down, ")
+	p("\nReading it: headway holds the key behind one probe at a time (200 ms, then doubling up to 500 ms, each from the last failure), so few requests reach the host while it is down, ")
+	p("and the host, once back, waits at most 500 ms for the probe that finds it (the longest interval: the price of two probes a second; see `RetryOptions.MaxProbeInterval`), ")
 	p("and the queue leaves at the key's pace as soon as a probe gets through; a fail-fast breaker loses the requests queued behind it, by design (use `Hold: true` for batch work). ")
 	p("A holding breaker, once open, probes no sooner than its Timeout (1 s here), which is why its rows find the host back later. ")
 	p("go-retryablehttp and failsafe-go back off each request on its own from 1 s: every worker keeps a request going into the outage, and without pacing they are throttled after it. ")

@@ -93,8 +93,8 @@ type Scope uint8
 const (
 	// ScopeKey means the signal applies to the key the request was sent on.
 	ScopeKey Scope = iota
-	// ScopeGlobal means the signal applies to every key of the host, as
-	// Discord's global rate limit does.
+	// ScopeGlobal means the signal applies to every key of the credential
+	// on the host, as Discord's global rate limit (per bot token) does.
 	ScopeGlobal
 )
 
