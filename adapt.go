@@ -510,8 +510,10 @@ func (m *serverModel) level(now int64) float64 {
 		t = min(m.cap, t+m.rate*float64(max(now-m.at, 0)))
 	} else if m.resetAt > 0 && now >= m.resetAt && t < m.cap {
 		t = m.cap
-	} else if m.window && now < m.resetAt && now >= m.resetAt-int64(m.gap) {
-		t = min(t, 0) // the window may have ended: see gap
+	} else if now < m.resetAt && now >= m.resetAt-int64(m.gap) {
+		// The window may have ended (see gap); a model that has not seen
+		// it is one yet, but will refill in full at resetAt, is held too.
+		t = min(t, 0)
 	}
 	if m.window {
 		// A window never holds more than its quota, whatever the answers
@@ -632,6 +634,35 @@ func (m *serverModel) recent(now, since int64) (n, span float64, ok bool) {
 		c--
 	}
 	return float64(c), float64(now-since) / 1e9, true
+}
+
+// sentSince returns the departures that left at or after since and before
+// departure seq, and the span in seconds from since to seq's departure:
+// what the server counted before it throttled seq, and over how long (the
+// requests sent after seq, still on their way, are not its). ok is false
+// when seq's departure is not remembered, left less than 50 ms after since,
+// or the departures remembered do not reach back to since.
+func (m *serverModel) sentSince(since int64, seq uint64) (n, span float64, ok bool) {
+	if m.deps == nil {
+		return 0, 0, false
+	}
+	rec := &m.deps[seq%depRing]
+	if rec.seq != seq || rec.at-since < int64(50*time.Millisecond) {
+		return 0, 0, false
+	}
+	c, reach := 0, rec.at
+	for i := range m.deps {
+		if r := &m.deps[i]; r.seq != 0 && r.seq < seq {
+			reach = min(reach, r.at)
+			if r.at >= since {
+				c++
+			}
+		}
+	}
+	if reach >= since {
+		return 0, 0, false // the ring holds nothing from before since
+	}
+	return float64(c), float64(rec.at-since) / 1e9, true
 }
 
 // aimd adapts a rate to throttles that state no quota: a multiplicative

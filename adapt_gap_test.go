@@ -38,3 +38,21 @@ func TestAWindowsLeftoverIsNotSpentWhereTheWindowMayHaveEnded(t *testing.T) {
 	c.window = true
 	assert.Equal(t, 3.0, c.level(1010*ms))
 }
+
+// A window whose ends the server names (a global limit's retry_after)
+// that proves wrong in use is learned again, never given up for a bucket:
+// a cycle of two windows taken for one (demand that came every other
+// window) shows as a throttle after fewer requests than the quota learned.
+func TestAPreciseWindowProvedWrongIsLearnedAgain(t *testing.T) {
+	for _, precise := range []bool{false, true} {
+		w := learnedWindow{precise: precise, on: true, limit: 14, period: 2e9, minSpan: 2e9, quota: 14, agree: 2}
+		w.inSent, w.inThr, w.inLimit = 8, 2, 14 // 6 went through: under half
+		w.judge()
+		if precise {
+			assert.False(t, w.on || w.off, "learned again")
+			assert.Zero(t, w.minSpan, "its length measured again")
+		} else {
+			assert.True(t, w.off, "a bucket's burst")
+		}
+	}
+}

@@ -663,6 +663,15 @@ func (k *keyState) cut(b bareThrottle) {
 		}
 	}
 	n, span, known := k.model.recent(now, pausedTill)
+	if !known && pausedTill > now-int64(time.Second) && (k.window.curEnd == 0 || k.window.off) {
+		// Throttled soon after a pause, by a server whose waits name no
+		// window's end: a bucket, full again when the pause ended, and
+		// empty when seq came. What left from the pause's end up to seq
+		// (the rest were still on their way), over that span, measures
+		// its rate (see aimd.throttled).
+		n, span, known = k.model.sentSince(pausedTill, seq)
+		n++ // seq too: it found less than one left, so the rate is under (n+1-burst)/span
+	}
 	k.aimd.throttled(now, seq, k.sent, n, span, known, known && pausedTill > now-int64(time.Second))
 	k.sustain()
 	k.aimdB.Interval, k.aimdB.Burst, k.aimdB.Unweighted = k.aimd.interval(now), 1, true

@@ -207,6 +207,13 @@ func (w *learnedWindow) judge() {
 		return
 	}
 	through := float64(w.inSent) - float64(w.inThr)
+	if through < w.inLimit/2 && w.precise {
+		// A server that names its global window's end is no bucket: the
+		// window learned is wrong (a cycle of two windows taken for one,
+		// when demand came every other window); learn it again.
+		w.on, w.minSpan, w.quota, w.agree = false, 0, 0, 0
+		return
+	}
 	if through < w.inLimit/2 {
 		w.on, w.off = false, true
 		return

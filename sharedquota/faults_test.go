@@ -229,3 +229,72 @@ func TestBlackholeFromTheStart(t *testing.T) {
 		}
 	}
 }
+
+// TestRecoverySpendsTheSharesOfThoseNotBack (issue 10, item 3): when Redis
+// comes back empty, the first process back does not take a fresh burst,
+// then the whole limit, while another still sends its share in fallback:
+// until that one is announced again, each of its reservations spends the
+// shares of the processes not back (here 2 units: 2 processes, 1 back),
+// and one once both are.
+func TestRecoverySpendsTheSharesOfThoseNotBack(t *testing.T) {
+	srv := startRedis(t)
+	opts := []Option{WithPrefix(testPrefix(t)), WithHeartbeat(50 * time.Millisecond), WithRetryInterval(100 * time.Millisecond)}
+	a := NewRedis(newClient(t, srv.addr()), opts...)
+	defer a.Close()
+	b := NewRedis(newClient(t, srv.addr()), opts...)
+	defer b.Close()
+	lim := headway.PerSecond(10) // T = 100ms, burst 1
+	timedReserve(t, a, lim)
+	timedReserve(t, b, lim)
+	waitFor(t, 10*time.Second, func() bool { return a.Live("k") == 2 && b.Live("k") == 2 })
+
+	srv.kill()
+	for _, q := range []*Redis{a, b} {
+		if _, err := timedReserve(t, q, lim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.restart(t)
+	waitFor(t, 10*time.Second, func() bool { // a is back, b not yet
+		before := a.Stats().Degraded
+		if _, err := timedReserve(t, a, lim); err != nil {
+			t.Fatal(err)
+		}
+		return a.Stats().Degraded == before
+	})
+	// Back to back, each of a's departures is 2 intervals after the last:
+	// the gaps measured can only look shorter than they are.
+	gaps := func() (d []time.Duration) {
+		prev := int64(-1)
+		for range 4 {
+			w, err := timedReserve(t, a, lim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := a.now() + int64(w)
+			if prev >= 0 {
+				d = append(d, time.Duration(at-prev))
+			}
+			prev = at
+		}
+		return d
+	}
+	for _, g := range gaps() {
+		if g < 150*time.Millisecond {
+			t.Fatalf("with b not back, a's departures are %v apart, want 2 intervals (200ms)", g)
+		}
+	}
+	waitFor(t, 10*time.Second, func() bool { // b is back
+		before := b.Stats().Degraded
+		if _, err := timedReserve(t, b, lim); err != nil {
+			t.Fatal(err)
+		}
+		return b.Stats().Degraded == before
+	})
+	waitFor(t, 10*time.Second, func() bool { return a.liveNow.Load() == 2 })
+	for _, g := range gaps() {
+		if g > 150*time.Millisecond {
+			t.Fatalf("with both back, a's departures are %v apart, want 1 interval (100ms)", g)
+		}
+	}
+}

@@ -69,6 +69,7 @@ func (r *Redis) beat() {
 func (r *Redis) seeLive(n int64) {
 	r.liveMu.Lock()
 	defer r.liveMu.Unlock()
+	r.liveNow.Store(n)
 	copy(r.liveSeen[1:], r.liveSeen[:len(r.liveSeen)-1])
 	r.liveSeen[0] = n
 	most := int64(0)

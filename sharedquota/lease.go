@@ -47,7 +47,7 @@ func (r *Redis) reserveLease(ctx context.Context, ks *keyState, limits []headway
 		var tail replyTail
 		if waits, tail, err = reserveReply(make([]int64, 0, n), v, n, r.maxReplyUs(), r.capUs()); err == nil {
 			r.up(ks)
-			ks.shared(r.now(), waits[len(waits)-1], withinUs, tail)
+			ks.shared(r.now(), waits[len(waits)-1], withinUs, tail, 0)
 			if lt.held {
 				ks.mu.Lock()
 				ks.noteHeld(r.now() + waits[0]*1000)

@@ -44,6 +44,7 @@ type Redis struct {
 	sub      pauseSub
 
 	live     atomic.Int64 // the processes counted; 0: never
+	liveNow  atomic.Int64 // the newest count; 0 since Redis was last found down
 	liveMu   sync.Mutex
 	liveSeen [3]int64 // the last counts, newest first
 
@@ -104,6 +105,8 @@ type keyState struct {
 	// held are when the reservations held for the fleet's probe ask
 	// again (monotonic ns).
 	held []int64
+	// graceUntil ends the grace after a fallback (see graceMult).
+	graceUntil int64
 }
 
 // NewRedis returns a shared quota kept in Redis through client: a
@@ -255,7 +258,8 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 		}
 		tm.Stop()
 	}
-	if r.cfg.leaseSize > 1 && oneUnit(limits, cost) {
+	mult := r.graceMult(ks, limits)
+	if r.cfg.leaseSize > 1 && oneUnit(limits, cost) && mult == 1 {
 		return r.reserveLease(ctx, ks, limits, within)
 	}
 	if err := r.usable(ks); err != nil {
@@ -271,12 +275,12 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 	)
 	ks.mu.Lock()
 	pauseFloor, floors := ks.floors(limits, r.now())
-	if len(limits) == 1 {
+	if len(limits) == 1 && mult == 1 {
 		args = append(ks.oneArgsFor(limits[0], cost, r.marginMs()), withinUs, r.capUs(), floors[0], pauseFloor)
 		ks.mu.Unlock()
 		script = reserveOneScript
 	} else {
-		args = argsFor(limits, cost, 1, r.marginMs(), withinUs, r.capUs(), pauseFloor, floors)
+		args = scaledArgs(limits, cost, mult, 1, r.marginMs(), withinUs, r.capUs(), pauseFloor, floors)
 		if len(limits) == 0 {
 			args = append(args, r.cfg.id)
 		}
@@ -298,7 +302,7 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 		r.up(ks)
 		r.stats.reservations.Add(1)
 		now := r.now()
-		ks.shared(now, w, withinUs, tail)
+		ks.shared(now, w, withinUs, tail, r.grace())
 		if len(limits) == 0 {
 			ks.heardCut(now, lt.cutSeq)
 			ks.mu.Lock()
@@ -344,8 +348,11 @@ func (ks *keyState) floors(limits []headway.Limit, now int64) (pause int64, tats
 // process is where a fallback would start (so that it does not send beside
 // slots other processes still hold); and the pause is known as of now,
 // which spares PausedFor a round trip (see pauseCoalesce).
-func (ks *keyState) shared(now, w, withinUs int64, tail replyTail) {
+func (ks *keyState) shared(now, w, withinUs int64, tail replyTail, grace int64) {
 	ks.mu.Lock()
+	if ks.fallback {
+		ks.graceUntil = now + grace
+	}
 	ks.fallback = false
 	if w <= withinUs {
 		ks.lastDep = max(ks.lastDep, now+w*1000)
@@ -354,6 +361,42 @@ func (ks *keyState) shared(now, w, withinUs int64, tail replyTail) {
 	ks.pauseUntil = max(ks.pauseUntil, now+tail.pause*1000)
 	ks.mu.Unlock()
 	ks.checked.Store(now)
+}
+
+// grace is how long at most a key that Redis answers again, after its
+// fallback, spends the shares of the processes not yet back (see
+// graceMult). They come back within a retry interval or so (a client that
+// failed to dial, as go-redis does, tries again once a second): 1.5s,
+// four retry intervals or two heartbeats, whichever is longest, up to 5s.
+func (r *Redis) grace() int64 {
+	return int64(min(max(1500*time.Millisecond, 4*r.cfg.retry, 2*r.cfg.heartbeat), 5*time.Second))
+}
+
+// graceMult returns how many times its units a reservation of ks spends
+// in Redis: 1, except in the grace after a fallback. Until every process
+// counted before is announced again, those still in fallback send their
+// shares, which Redis does not see: each process back spends the shares
+// of those not back, live over the count announced since Redis came back
+// (rounded up), so that the shared schedule stays that of the whole fleet
+// (a Redis restarted empty would otherwise hand the first process back a
+// full burst, and then the limit, on top of the others' fallbacks). Keys
+// without limits, paced by what the fleet learned, are not scaled.
+func (r *Redis) graceMult(ks *keyState, limits []headway.Limit) int {
+	if len(limits) == 0 {
+		return 1
+	}
+	now := r.now()
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if !ks.fallback && now >= ks.graceUntil {
+		return 1
+	}
+	live, back := r.live.Load(), r.liveNow.Load()
+	if back >= live {
+		ks.graceUntil = 0
+		return 1
+	}
+	return int((live + max(back, 1) - 1) / max(back, 1))
 }
 
 // Pause makes every process wait d from now before its next request on
@@ -519,6 +562,12 @@ func (r *Redis) state(key string) *keyState {
 // units each, within withinUs µs, with the floors of a fallback (see
 // keyState.floors).
 func argsFor(limits []headway.Limit, cost, slots int, margin, withinUs, capUs, pauseFloor int64, floors []int64) []any {
+	return scaledArgs(limits, cost, 1, slots, margin, withinUs, capUs, pauseFloor, floors)
+}
+
+// scaledArgs is argsFor with every limit's units spent mult times (see
+// graceMult).
+func scaledArgs(limits []headway.Limit, cost, mult, slots int, margin, withinUs, capUs, pauseFloor int64, floors []int64) []any {
 	args := make([]any, 0, 5+5*len(limits))
 	args = append(args, slots, margin, withinUs, capUs, pauseFloor)
 	for i, l := range limits {
@@ -527,7 +576,7 @@ func argsFor(limits []headway.Limit, cost, slots int, margin, withinUs, capUs, p
 		if l.Unweighted {
 			units = 1
 		}
-		args = append(args, fieldOf(l, iv), iv, burstOf(l), units, floors[i])
+		args = append(args, fieldOf(l, iv), iv, burstOf(l), units*int64(mult), floors[i])
 	}
 	return args
 }
@@ -731,6 +780,10 @@ func (r *Redis) usable(ks *keyState) error {
 func (r *Redis) up(ks *keyState) {
 	if r.health.up() {
 		r.logInfo("headway/sharedquota: Redis is back: shared pacing resumes")
+		select { // announce the process, and count those back, at once
+		case r.kick <- struct{}{}:
+		default:
+		}
 	}
 	if ks != nil {
 		ks.health.up()
@@ -764,6 +817,7 @@ func (r *Redis) failed(ctx context.Context, ks *keyState, err error) (callerGone
 		return false
 	}
 	if r.health.down(until, err) {
+		r.liveNow.Store(0) // who will be back is not known
 		r.logInfo("headway/sharedquota: Redis unavailable: each key falls back to its failure mode",
 			slog.String("mode", r.cfg.mode.String()), slog.String("err", err.Error()))
 	}
