@@ -148,7 +148,7 @@ func TestByDefaultAProbeSpendsItsAttempts(t *testing.T) {
 // holdDeadHost sends one GET, with ctx, through a Transport in hold mode to
 // a host that resets every connection, and returns its error, how long it
 // took and how many attempts reached the host.
-func holdDeadHost(t *testing.T, ctx context.Context, retry RetryOptions, opts ...Option) (err error, took time.Duration, sent int64) {
+func holdDeadHost(t *testing.T, ctx context.Context, retry RetryOptions, opts ...Option) (took time.Duration, sent int64, err error) {
 	srv := fakeserver.New(fakeserver.Config{Limit: 1000, Burst: 1000,
 		Faults: fakeserver.Faults{Outage: fakeserver.OutageReset}})
 	start := time.Now()
@@ -161,7 +161,7 @@ func holdDeadHost(t *testing.T, ctx context.Context, retry RetryOptions, opts ..
 		drain(resp)
 		t.Fatal("an answer from a host that resets every connection")
 	}
-	return err, time.Since(start), srv.Stats().Outage
+	return time.Since(start), srv.Stats().Outage, err
 }
 
 // TestAHeldProbeIsBoundedByItsDeadlineMaxElapsedAndMaxWait: in hold mode a
@@ -176,7 +176,7 @@ func TestAHeldProbeIsBoundedByItsDeadlineMaxElapsedAndMaxWait(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
-			err, took, sent := holdDeadHost(t, ctx, RetryOptions{MaxAttempts: 2})
+			took, sent, err := holdDeadHost(t, ctx, RetryOptions{MaxAttempts: 2})
 			var re *RetryError
 			require.ErrorAs(t, err, &re, "%v", err)
 			var we *WaitError
@@ -192,7 +192,7 @@ func TestAHeldProbeIsBoundedByItsDeadlineMaxElapsedAndMaxWait(t *testing.T) {
 	})
 	t.Run("MaxElapsed", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			err, took, sent := holdDeadHost(t, context.Background(), RetryOptions{MaxAttempts: 2, MaxElapsed: 3 * time.Second})
+			took, sent, err := holdDeadHost(t, context.Background(), RetryOptions{MaxAttempts: 2, MaxElapsed: 3 * time.Second})
 			var we *WaitError
 			require.ErrorAs(t, err, &we, "%v", err)
 			assert.Equal(t, 2600*time.Millisecond, took)
@@ -202,7 +202,7 @@ func TestAHeldProbeIsBoundedByItsDeadlineMaxElapsedAndMaxWait(t *testing.T) {
 	})
 	t.Run("MaxWait", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			err, took, sent := holdDeadHost(t, context.Background(), RetryOptions{MaxAttempts: 2},
+			took, sent, err := holdDeadHost(t, context.Background(), RetryOptions{MaxAttempts: 2},
 				WithQueue(QueueOptions{MaxWait: 300 * time.Millisecond}))
 			var we *WaitError
 			require.ErrorAs(t, err, &we, "%v", err)
