@@ -106,9 +106,11 @@ type bareThrottle struct {
 // acquire waits until a request of the given cost may leave on k, or fails.
 // On success the request holds one in-flight slot of k, which release gives
 // back, and acquire writes its departure to dep. A retry goes to the front
-// of the queue, ahead of new work. errEvicted asks the caller to look the
-// key up again.
-func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route string, dep *departure) error {
+// of the queue, ahead of new work. until, when not 0, is the latest the
+// request may leave on the pacer's clock, besides its context's deadline
+// and MaxWait: the end of MaxElapsed, for a retry held by an outage.
+// errEvicted asks the caller to look the key up again.
+func (k *keyState) acquire(ctx context.Context, cost int64, front bool, until int64, route string, dep *departure) error {
 	now := k.env.now()
 	k.mu.Lock()
 	if k.evicted {
@@ -147,12 +149,12 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route st
 			}
 		}
 	}
-	if err := k.admissible(ctx, now, cost, front, route); err != nil {
+	if err := k.admissible(ctx, now, cost, front, until, route); err != nil {
 		k.mu.Unlock()
 		return err
 	}
 	w := &waiter{ready: make(chan struct{}, 1), cost: cost, arrival: now, route: route}
-	w.deadline = k.deadline(ctx, now)
+	w.deadline = k.deadline(ctx, now, until)
 	if front {
 		k.queue.pushFront(w)
 	} else {
@@ -348,9 +350,9 @@ func (k *keyState) seen() { k.unseen.Add(-1) }
 
 // admissible decides, under k.mu, whether a request that cannot leave at
 // once may join the queue: the queue has room, the cost fits every burst,
-// and the wait already known to be needed fits both MaxWait and the
-// context's deadline.
-func (k *keyState) admissible(ctx context.Context, now, cost int64, front bool, route string) error {
+// and the wait already known to be needed fits MaxWait, the context's
+// deadline and until (see acquire).
+func (k *keyState) admissible(ctx context.Context, now, cost int64, front bool, until int64, route string) error {
 	opts := k.env.cfg.queue
 	if !front && (opts.MaxLen < 0 || k.queue.n >= int64(opts.MaxLen)) {
 		return ErrQueueFull
@@ -370,6 +372,9 @@ func (k *keyState) admissible(ctx context.Context, now, cost int64, front bool, 
 		if left := dl.Sub(k.env.clock()); wait > left {
 			err = &WaitError{Wait: wait, Allowed: max(left, 0)}
 		}
+	}
+	if err == nil && until != 0 && int64(wait) > until-now {
+		err = &WaitError{Wait: wait, Allowed: time.Duration(max(until-now, 0))}
 	}
 	if err == nil {
 		return nil
@@ -558,12 +563,15 @@ func (k *keyState) holdStated(now int64) error {
 }
 
 // deadline returns, on the pacer's clock, when a request with ctx that
-// joins the queue at now must have left: its context's deadline or the
-// end of MaxWait, whichever comes first; 0 for neither.
-func (k *keyState) deadline(ctx context.Context, now int64) int64 {
-	var d int64
+// joins the queue at now must have left: its context's deadline, the end
+// of MaxWait or until (0: none; see acquire), whichever comes first; 0 for
+// none of them.
+func (k *keyState) deadline(ctx context.Context, now, until int64) int64 {
+	d := until
 	if mw := k.env.cfg.queue.MaxWait; mw > 0 {
-		d = satAdd(now, int64(mw))
+		if c := satAdd(now, int64(mw)); d == 0 || c < d {
+			d = c
+		}
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		if c := max(int64(dl.Sub(k.env.epoch)), 1); d == 0 || c < d {

@@ -298,3 +298,48 @@ func TestRecoverySpendsTheSharesOfThoseNotBack(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseAfterTheSubscriptionTimedOut: a process whose subscription to
+// the pauses timed out against a Redis that accepts connections but never
+// answers closes at once. (Issue 10, item 4: TestBlackholeFromTheStart
+// took 7.35s once: on a loaded machine its processes lived longer than
+// the subscription's first try, whose failure made the listener ping with
+// no deadline, dialling under the lock Close takes: each Close then waited
+// the client's read timeout, about 3s. This test waits for that on
+// purpose: it took 4.9s before the fix.)
+func TestCloseAfterTheSubscriptionTimedOut(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	c := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer c.Close()
+	q := NewRedis(c, WithPrefix(testPrefix(t)), WithHeartbeat(time.Hour))
+	time.Sleep(8 * q.cfg.timeout) // the subscription's first try (4 timeouts) is over
+	start := time.Now()
+	q.Close()
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("Close took %v with Redis silent", took)
+	}
+}

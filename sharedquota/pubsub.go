@@ -80,7 +80,7 @@ func (r *Redis) listen() {
 		}
 		if err != nil {
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() && r.sub.ps.Ping(ctx) == nil {
+			if subscribed && errors.As(err, &ne) && ne.Timeout() && r.ping(ctx) == nil {
 				continue // quiet, not broken: the pong comes next
 			}
 			r.sub.since.Store(0)
@@ -101,6 +101,18 @@ func (r *Redis) listen() {
 			r.heard(m.Payload)
 		}
 	}
+}
+
+// ping asks the subscription's connection for a pong, within the bound of
+// a subscription: go-redis dials a new connection, if it needs one, under
+// the lock Close takes, and with no deadline a Redis that accepts but does
+// not answer would hold Close up for the client's read timeout (issue 10:
+// TestBlackholeFromTheStart took 7s, Close 2-3s a process, when the
+// subscription timed out before the process closed).
+func (r *Redis) ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 4*r.cfg.timeout)
+	defer cancel()
+	return r.sub.ps.Ping(ctx)
 }
 
 // heard applies a published pause: "<hash name> <µs left>", for a key this
