@@ -682,6 +682,7 @@ func (t *Transport) newKey(key string, req *http.Request) *keyState {
 		k.model.track() // its pace will come from what the server says
 	}
 	k.model.spread = t.cfg.spread
+	k.rare = k.rareNow(0)
 	return k
 }
 
