@@ -90,6 +90,22 @@ type BreakerSettings struct {
 	// key's pace as soon as a probe succeeds; for batch work, which must
 	// not lose records. A held request that cannot wait for the next probe
 	// fails at once with a *WaitError whose NextProbe says when it goes.
+	//
+	// In hold mode an outage costs a request time, not attempts: while
+	// the key holds (its breaker open, or its outage state probing; see
+	// "Outages" in the package documentation), a request whose attempt
+	// was the probe and failed spends neither one of its
+	// RetryOptions.MaxAttempts nor its key's retry budget, and goes again
+	// as the next probe. It ends only when a probe succeeds, or when its
+	// context's deadline, RetryOptions.MaxElapsed (2 minutes by default)
+	// or QueueOptions.MaxWait would pass before its next probe: then at
+	// once, with its last response, or a *RetryError whose Err is the
+	// *WaitError. What RetryOptions does not retry (a status not in
+	// Statuses, MaxAttempts 1) is not retried as a probe either. Without
+	// hold mode every probe is an attempt: a request to a host that stays
+	// down ends after MaxAttempts. While open, the breaker also spaces
+	// the probes by Timeout: for batch work, a Timeout no longer than
+	// RetryOptions.MaxProbeInterval keeps the outage state's schedule.
 	Hold bool
 
 	// OnStateChange, when set, is called on every change of a key's state,

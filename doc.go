@@ -135,6 +135,10 @@
 // or [QueueOptions.MaxWait] comes before the next probe fails at once with a
 // [*WaitError] whose NextProbe says when it goes. A retry of a request that
 // met the outage waits at the front of the queue, so retries add no probes.
+// Each failed probe spends one of its request's attempts, unless the key's
+// breaker holds ([BreakerSettings.Hold]): then an outage costs time, not
+// attempts, and only a request's deadline, [RetryOptions.MaxElapsed] and
+// MaxWait end its wait.
 // The first probe that gets another answer ends the outage, and the queue
 // drains at the key's pace at once. A key whose requests go unanswered for
 // much longer than usual (a host that accepts and hangs) sends no more

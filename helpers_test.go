@@ -2,6 +2,7 @@ package headway
 
 import (
 	"errors"
+	"flag"
 	"io"
 	"net/http"
 	"strings"
@@ -14,7 +15,13 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// Tests check that acquire's fast path agrees with its general path;
+	// benchmarks measure the fast path alone.
+	flag.Parse()
+	verifyRare = flag.Lookup("test.bench").Value.String() == ""
+	goleak.VerifyTestMain(m)
+}
 
 // stubRT is a base RoundTripper that answers every request at once and
 // records when each one was sent.

@@ -2,6 +2,7 @@ package headway
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -70,6 +71,12 @@ type keyState struct {
 	// the pace after bare throttles is the fleet's (see SharedLearner),
 	// and the key cuts its own only for a throttle it could not share.
 	fleetPaced bool
+	// rare holds a bit for each rarely-true state that acquire's fast path
+	// (see takePlain) does not look at, under mu. dispatch, which runs at
+	// the end of every locked change of the key's state, sets it from the
+	// state (see rareNow); a bit for a state that has ended since costs
+	// only the general path, until the next dispatch clears it.
+	rare uint8
 
 	// statedUntil is the end of the last wait a server named that was
 	// longer than the cap (WithMaxServerWait); 0 when none. The key is
@@ -99,9 +106,11 @@ type bareThrottle struct {
 // acquire waits until a request of the given cost may leave on k, or fails.
 // On success the request holds one in-flight slot of k, which release gives
 // back, and acquire writes its departure to dep. A retry goes to the front
-// of the queue, ahead of new work. errEvicted asks the caller to look the
-// key up again.
-func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route string, dep *departure) error {
+// of the queue, ahead of new work. until, when not 0, is the latest the
+// request may leave on the pacer's clock, besides its context's deadline
+// and MaxWait: the end of MaxElapsed, for a retry held by an outage.
+// errEvicted asks the caller to look the key up again.
+func (k *keyState) acquire(ctx context.Context, cost int64, front bool, until int64, route string, dep *departure) error {
 	now := k.env.now()
 	k.mu.Lock()
 	if k.evicted {
@@ -119,8 +128,20 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route st
 		}
 	}
 	// Fast path: nobody waits, a slot is free and the pacer allows it now.
-	if k.queue.head == nil && k.hasSlot() && k.outageGate(now) {
-		if d := k.earliest(now, 1, cost, route); d <= now {
+	// With nothing unanswered and no probe out, the host's health does not
+	// hold it (see outageGate).
+	if k.queue.head == nil && k.hasSlot() && (k.out.firstOut.Load() == 0 && !k.out.probing || k.outageGate(now)) {
+		if k.rare == 0 && !k.scoped(now) {
+			// Nothing rare holds (see rare): the pacer alone says.
+			if d := k.pacer.buckets.Earliest(max(now, k.pacer.pauseUntil), 1, cost); d <= now {
+				if verifyRare {
+					k.verifyPlain(now, cost, route)
+				}
+				k.takePlain(now, cost, dep)
+				k.mu.Unlock()
+				return nil
+			}
+		} else if d := k.earliest(now, 1, cost, route); d <= now {
 			if k.take(now, now, cost, route, dep) {
 				dep.direct = true
 				k.mu.Unlock()
@@ -128,12 +149,12 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool, route st
 			}
 		}
 	}
-	if err := k.admissible(ctx, now, cost, front, route); err != nil {
+	if err := k.admissible(ctx, now, cost, front, until, route); err != nil {
 		k.mu.Unlock()
 		return err
 	}
 	w := &waiter{ready: make(chan struct{}, 1), cost: cost, arrival: now, route: route}
-	w.deadline = k.deadline(ctx, now)
+	w.deadline = k.deadline(ctx, now, until)
 	if front {
 		k.queue.pushFront(w)
 	} else {
@@ -251,6 +272,77 @@ func (k *keyState) take(d, now, cost int64, route string, dep *departure) bool {
 	return true
 }
 
+// takePlain is take for a request that leaves at now on acquire's fast
+// path, when nothing rare holds (see rare): the pacer, the departure and
+// what take counts in every case.
+func (k *keyState) takePlain(now, cost int64, dep *departure) {
+	k.pacer.buckets.Take(now, cost)
+	k.sent++
+	*dep = departure{seq: k.sent, at: now, sent: now, direct: true}
+	if m := k.model.deps; m != nil {
+		m[k.sent%depRing] = depRecord{seq: k.sent, at: now} // see serverModel.take
+	}
+	k.window.taken++ // see learnedWindow.take
+	k.window.lastAt = now
+	k.unseen.Add(1)
+	k.occupy()
+}
+
+// The bits of keyState.rare: the states under which a departure needs
+// more than its pacer (see earliest and take).
+const (
+	rareStated  uint8 = 1 << iota // a wait the server named is held (see holdStated)
+	rareFirst                     // the first departure, or its answer, is awaited
+	rareWindows                   // the pacer counts fixed windows
+	rareModel                     // the server's quota, or its buckets, are known
+	rareLearned                   // a pace or a window is learned from throttles
+	rareOutage                    // the host is down
+)
+
+// rareNow returns, under k.mu at now, the bits of rare whose states hold.
+func (k *keyState) rareNow(now int64) uint8 {
+	var r uint8
+	if k.statedUntil > now {
+		r |= rareStated
+	}
+	if k.probing.Load() || k.firstSeq == 0 {
+		r |= rareFirst
+	}
+	if k.pacer.win != nil {
+		r |= rareWindows
+	}
+	if k.model.known || k.buckets != nil || k.sample.at > 0 {
+		r |= rareModel
+	}
+	if k.aimd.active || k.window.on || (k.window.curEnd != 0 && !k.window.off) {
+		r |= rareLearned
+	}
+	if k.out.down || k.out.probing {
+		r |= rareOutage
+	}
+	return r
+}
+
+// scoped reports whether k's scope may hold a departure at now: another
+// key of its credential paused it, or counts it.
+func (k *keyState) scoped(now int64) bool {
+	return now < k.env.scopePauses.Load() || k.scope.active.Load()
+}
+
+// verifyRare makes acquire check, on its fast path, that nothing rare
+// holds and that the general path would let the request go at once too.
+// The package's tests set it.
+var verifyRare bool
+
+func (k *keyState) verifyPlain(now, cost int64, route string) {
+	if r := k.rareNow(now); r != 0 {
+		panic(fmt.Sprintf("headway: key state %#x not in its rare bits", r))
+	}
+	if d := k.earliest(now, 1, cost, route); d > now {
+		panic(fmt.Sprintf("headway: the fast path let go at %d what earliest holds to %d", now, d))
+	}
+}
+
 // seen notes that a departure's outcome has been taken in (its response
 // observed, or its failure), or that it was never sent: until then the
 // key is not idle, since what the response says would update it.
@@ -258,9 +350,9 @@ func (k *keyState) seen() { k.unseen.Add(-1) }
 
 // admissible decides, under k.mu, whether a request that cannot leave at
 // once may join the queue: the queue has room, the cost fits every burst,
-// and the wait already known to be needed fits both MaxWait and the
-// context's deadline.
-func (k *keyState) admissible(ctx context.Context, now, cost int64, front bool, route string) error {
+// and the wait already known to be needed fits MaxWait, the context's
+// deadline and until (see acquire).
+func (k *keyState) admissible(ctx context.Context, now, cost int64, front bool, until int64, route string) error {
 	opts := k.env.cfg.queue
 	if !front && (opts.MaxLen < 0 || k.queue.n >= int64(opts.MaxLen)) {
 		return ErrQueueFull
@@ -280,6 +372,9 @@ func (k *keyState) admissible(ctx context.Context, now, cost int64, front bool, 
 		if left := dl.Sub(k.env.clock()); wait > left {
 			err = &WaitError{Wait: wait, Allowed: max(left, 0)}
 		}
+	}
+	if err == nil && until != 0 && int64(wait) > until-now {
+		err = &WaitError{Wait: wait, Allowed: time.Duration(max(until-now, 0))}
 	}
 	if err == nil {
 		return nil
@@ -377,6 +472,11 @@ func (k *keyState) hasSlot() bool {
 // instant the timer happened to run, so timer latency does not add up into
 // drift over a long run.
 func (k *keyState) dispatch(now int64) {
+	k.dispatchQueue(now)
+	k.rare = k.rareNow(now)
+}
+
+func (k *keyState) dispatchQueue(now int64) {
 	for w := k.queue.head; w != nil; w = k.queue.head {
 		if !k.hasSlot() {
 			break // release dispatches again
@@ -463,12 +563,15 @@ func (k *keyState) holdStated(now int64) error {
 }
 
 // deadline returns, on the pacer's clock, when a request with ctx that
-// joins the queue at now must have left: its context's deadline or the
-// end of MaxWait, whichever comes first; 0 for neither.
-func (k *keyState) deadline(ctx context.Context, now int64) int64 {
-	var d int64
+// joins the queue at now must have left: its context's deadline, the end
+// of MaxWait or until (0: none; see acquire), whichever comes first; 0 for
+// none of them.
+func (k *keyState) deadline(ctx context.Context, now, until int64) int64 {
+	d := until
 	if mw := k.env.cfg.queue.MaxWait; mw > 0 {
-		d = satAdd(now, int64(mw))
+		if c := satAdd(now, int64(mw)); d == 0 || c < d {
+			d = c
+		}
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		if c := max(int64(dl.Sub(k.env.epoch)), 1); d == 0 || c < d {

@@ -715,7 +715,8 @@ func TestAProbeReachesTheHostOnce(t *testing.T) {
 // each from the last failure). The efficiency is logged: the lag is the
 // price of the few probes (see RetryOptions.MaxProbeInterval). Up to 10 s:
 // the probes are attempts of the request at the head of the queue, and 30
-// attempts last some 15 s at two probes a second.
+// attempts last some 15 s at two probes a second (in hold mode they are
+// not: see TestHoldLosesNothingToALongOutage).
 func TestOutagesOfEveryLength(t *testing.T) {
 	lengths := []time.Duration{300 * time.Millisecond, 700 * time.Millisecond, time.Second, 1500 * time.Millisecond,
 		2 * time.Second, 2500 * time.Millisecond, 2700 * time.Millisecond, 3 * time.Second, 3300 * time.Millisecond,

@@ -46,7 +46,13 @@ import (
 // While a key's host is down (see "Outages" in the package documentation),
 // a retry of a request that met the outage waits at the front of the key's
 // queue instead of backing off on its own: the key's probes say when it
-// goes, and it adds no probe.
+// goes, and it adds no probe. It waits no longer than MaxElapsed allows: a
+// held retry that could not start within it fails at once (see
+// RetryError and WaitError). When it goes as the key's probe and fails,
+// that spends one of its attempts, unless the key's breaker is in hold
+// mode (BreakerSettings.Hold): then a failed probe spends neither an
+// attempt nor the budget, and the request waits for the host for as long
+// as its deadline, MaxElapsed and QueueOptions.MaxWait allow.
 //
 // When the response states a wait (ratelimitheader.Signal.HasWait), the retry waits at
 // least that long, and the backoff starts over from InitialInterval: the
@@ -62,13 +68,17 @@ import (
 // response, a *RetryError.
 type RetryOptions struct {
 	// MaxAttempts is the most times a request is sent, the first one
-	// included. Zero or a negative value means the default, 4; 1 disables
-	// retries.
+	// included; in hold mode a failed probe is not counted (see
+	// BreakerSettings.Hold). Zero or a negative value means the default,
+	// 4; 1 disables retries, of probes too.
 	MaxAttempts int
 
 	// MaxElapsed bounds the time from the first attempt to the start of the
-	// last: a retry that could not start within it is not made. The default
-	// is 2 minutes; a negative value means no bound.
+	// last: a retry that could not start within it is not made, and a
+	// retry waiting for its key's probes fails at once when the next one
+	// comes too late. The default is 2 minutes; a negative value means no
+	// bound. It is what ends a request held through an outage in hold mode
+	// (BreakerSettings.Hold), with its deadline and QueueOptions.MaxWait.
 	MaxElapsed time.Duration
 
 	// Statuses are the response statuses that may be retried, subject to
@@ -285,7 +295,7 @@ func (s retryStop) String() string { return retryStopNames[s] }
 // retryInput is what the retry decision of one attempt looks at.
 type retryInput struct {
 	req        *http.Request  // the caller's request
-	attempts   int            // attempts sent so far, this one included
+	attempts   int            // attempts spent so far, this one included (see retrier.heldProbe)
 	replayable bool           // another attempt can send the same body
 	resp       *http.Response // nil when err is not
 	err        error
@@ -426,6 +436,11 @@ type retrier struct {
 	attempts int
 	stop     retryStop
 	held     bool // the next retry waits in the key's queue for its probe: no backoff of its own
+	// heldProbe: the attempt that ended was a probe of a key held in hold
+	// mode (BreakerSettings.Hold), and it failed: it spends neither an
+	// attempt nor the budget. probes counts such attempts.
+	heldProbe bool
+	probes    int
 }
 
 // newRetrier starts the retries of req at now: it prepares the body for
@@ -470,9 +485,13 @@ func (r *retrier) attempt() (*http.Request, error) { return r.rp.attempt() }
 // returns resp as it is, or err through fail.
 func (r *retrier) next(resp *http.Response, err error, sig ratelimitheader.Signal, now time.Time) (delay time.Duration, retry bool) {
 	r.attempts++
+	free := r.heldProbe && r.p.maxAttempts > 1 // MaxAttempts 1: no retry at all
+	if free {
+		r.probes++
+	}
 	r.clock.t = now
 	v := r.p.decide(retryInput{
-		req: r.req, attempts: r.attempts, replayable: r.rp.canReplay(),
+		req: r.req, attempts: r.attempts - r.probes, replayable: r.rp.canReplay(),
 		resp: resp, err: err, sig: sig,
 	})
 	if r.stop = v.stop; !v.retry() {
@@ -501,7 +520,7 @@ func (r *retrier) next(resp *http.Response, err error, sig ratelimitheader.Signa
 		r.stop = stopDeadline
 		return 0, false
 	}
-	if !r.budget.withdraw(now) {
+	if !free && !r.budget.withdraw(now) {
 		r.stop = stopBudget
 		return 0, false
 	}

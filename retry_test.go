@@ -652,3 +652,36 @@ func BenchmarkRetrierFirstAttemptSucceeds(b *testing.B) {
 		}
 	})
 }
+
+// TestAHeldProbeSpendsNoAttemptNorBudget: a failed probe of a key in hold
+// mode is retried without spending an attempt or the budget, while the
+// attempts that were not probes are counted; the RetryError counts every
+// attempt sent.
+func TestAHeldProbeSpendsNoAttemptNorBudget(t *testing.T) {
+	budget := newRetryBudget(BudgetOptions{Ratio: 0.5, MinPerSecond: -1}, t0)
+	deposit(budget, t0) // two requests: one retry
+	r := newTestRetrier(t, RetryOptions{MaxAttempts: 2}, nil, mustReq(t, "http://api.test/x"), budget, t0)
+	r.held = true
+	_, ok := r.next(nil, errReset, ratelimitheader.Signal{}, t0) // the failure that began the outage
+	require.True(t, ok)
+	r.heldProbe = true
+	for i := range 100 {
+		_, ok := r.next(nil, errReset, ratelimitheader.Signal{}, t0)
+		require.True(t, ok, "probe %d", i)
+	}
+	r.held, r.heldProbe = false, false
+	_, ok = r.next(nil, errReset, ratelimitheader.Signal{}, t0) // a failure as no probe
+	assert.False(t, ok)
+	assert.Equal(t, stopAttempts, r.stop)
+	var re *RetryError
+	require.ErrorAs(t, r.fail(errReset), &re)
+	assert.Equal(t, 102, re.Attempts)
+	assert.False(t, budget.withdraw(t0), "the one retry the budget had went to the first failure")
+
+	// With retries off, a probe is not retried.
+	r = newTestRetrier(t, RetryOptions{MaxAttempts: 1}, nil, mustReq(t, "http://api.test/x"), nil, t0)
+	r.held, r.heldProbe = true, true
+	_, ok = r.next(nil, errReset, ratelimitheader.Signal{}, t0)
+	assert.False(t, ok)
+	assert.Equal(t, stopAttempts, r.stop)
+}

@@ -132,7 +132,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if o != nil {
 			asked = time.Now()
 		}
-		err := t.admit(c.ctx, c.key, req, cost, c.attempt > 1, &s)
+		var until int64
+		if c.attempt > 1 && c.r.held && t.retry.maxElapsed > 0 {
+			// Held by an outage, the retry waits in the queue for as long
+			// as the key's probes say, but starts within MaxElapsed or not
+			// at all.
+			until = t.pacerTime(c.r.start.Add(t.retry.maxElapsed))
+		}
+		err := t.admit(c.ctx, c.key, req, cost, c.attempt > 1, until, &s)
 		if o != nil {
 			if err != nil {
 				o.rejected(c.ctx, req, c.key, c.attempt, err)
@@ -196,6 +203,7 @@ type call struct {
 	r        *retrier       // the retries; made when the first attempt leaves, for a body
 	ownsBody bool           // r holds the request's body: end closes it through r
 	bodyOurs bool           // nothing took the request's body yet: end closes it
+	probe    bool           // the attempt under way is its key's probe of a host that is down
 	last     *http.Response // the last response, kept while its retry waits
 }
 
@@ -313,6 +321,7 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	t, k, o, ctx := c.t, s.k, c.t.obs, c.ctx
 	wasDown := k.isDown()
 	wasProbe := wasDown && k.isProbe(s.dep.seq)
+	c.probe = wasProbe
 	// Nothing between the departure and here could wait (see sending):
 	// no shared quota, no retrier (a body read, a retry), no hook.
 	k.sending(&s.dep, s.dep.direct && c.r == nil && o == nil && t.cfg.shared == nil)
@@ -368,6 +377,9 @@ func (c *call) decide(s *slot, resp *http.Response, err error, sig ratelimithead
 	c.r.budget = k.budget
 	k.flushBudget(c.t.now() / int64(max(k.budgetWidth(), 1)))
 	c.r.held = hv == hostDown && k.isDown()
+	// In hold mode an outage costs a request nothing: a probe that failed
+	// spends neither an attempt nor the budget (see BreakerSettings.Hold).
+	c.r.heldProbe = c.r.held && c.probe && k.br != nil && k.br.hold
 	delay, again := c.r.next(resp, err, sig, time.Now())
 	if again && k.br != nil && !k.br.hold && k.br.state() == BreakerOpen {
 		again = false // the attempt that opened the breaker is the answer
@@ -432,9 +444,10 @@ func (s *slot) free() { s.k.release() }
 var noDone = func(outcome) {}
 
 // admit finds the key's state, asks its breaker, if any, and waits in its
-// queue for a slot, which it writes to s. The slot's done must be called
-// with the outcome of the request, which is sent at once.
-func (t *Transport) admit(ctx context.Context, key string, req *http.Request, cost int64, front bool, s *slot) error {
+// queue for a slot, which it writes to s (front and until as for
+// keyState.acquire). The slot's done must be called with the outcome of the
+// request, which is sent at once.
+func (t *Transport) admit(ctx context.Context, key string, req *http.Request, cost int64, front bool, until int64, s *slot) error {
 	var queued time.Time // read only by the shared quota: no clock read without one
 	if t.cfg.shared != nil {
 		queued = time.Now()
@@ -454,7 +467,7 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			k.hold(t.pacerTime(k.br.retryAt()))
 		}
 		s.k, s.done = k, done
-		err := k.acquire(ctx, cost, front, req.URL.Path, &s.dep)
+		err := k.acquire(ctx, cost, front, until, req.URL.Path, &s.dep)
 		switch {
 		case err == errEvicted:
 			done(outcomeExcluded)
@@ -669,6 +682,7 @@ func (t *Transport) newKey(key string, req *http.Request) *keyState {
 		k.model.track() // its pace will come from what the server says
 	}
 	k.model.spread = t.cfg.spread
+	k.rare = k.rareNow(0)
 	return k
 }
 
