@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -231,4 +232,71 @@ func TestAHeldProbeIsBoundedByItsDeadlineMaxElapsedAndMaxWait(t *testing.T) {
 			assert.EqualValues(t, 3, srv.Stats().Outage)
 		})
 	})
+}
+
+// TestAFleetInHoldModeLosesNothingToALongOutage: 4 processes sharing their
+// outages (2 workers each, 600 GETs in all) meet the 60 s outage of 500s
+// with 30 attempts. The probe whose turn it is may be any process's: in
+// hold mode none spends an attempt, and nothing fails; without it, the
+// requests whose 30 attempts the probes spent fail. Either way the fleet
+// sends one probe at a time, on the single process's schedule.
+func TestAFleetInHoldModeLosesNothingToALongOutage(t *testing.T) {
+	for _, hold := range []bool{true, false} {
+		t.Run(fmt.Sprintf("hold %v", hold), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := fakeserver.New(fakeserver.Config{Limit: 100, Burst: 10,
+					Faults: fakeserver.Faults{Outage: fakeserver.OutageError, Latency: 5 * time.Millisecond}})
+				start := time.Now()
+				srv.SetOutage(start.Add(2*time.Second), start.Add(62*time.Second))
+				f := newMemFleet()
+				var (
+					wg      sync.WaitGroup
+					mu      sync.Mutex
+					failed  int
+					remains = 600
+				)
+				for i := range 4 {
+					opts := []Option{WithLimit(PerSecond(100).WithBurst(9)), WithRetry(batchRetry), WithSharedQuota(f.view(i + 1))}
+					if hold {
+						opts = append(opts, WithBreaker(BreakerSettings{Hold: true, Timeout: 200 * time.Millisecond}))
+					}
+					tr := New(timeoutRT{srv.Transport(), 200 * time.Millisecond}, opts...)
+					for range 2 {
+						wg.Go(func() {
+							for {
+								mu.Lock()
+								if remains == 0 {
+									mu.Unlock()
+									return
+								}
+								remains--
+								mu.Unlock()
+								resp, err := tr.RoundTrip(mustReq(t, "http://api.test/"))
+								if err == nil {
+									drain(resp)
+								}
+								if err != nil || resp.StatusCode != 200 {
+									mu.Lock()
+									failed++
+									mu.Unlock()
+								}
+							}
+						})
+					}
+				}
+				wg.Wait()
+				st := srv.Stats()
+				if hold {
+					assert.Zero(t, failed)
+					assert.EqualValues(t, 600, st.Admitted, "every record delivered")
+				} else {
+					assert.Positive(t, failed, "the probes spent the attempts of some requests")
+				}
+				// The first failures (one per process at most), then a
+				// probe every 500 ms: 200, 400, then 500 ms apart.
+				assert.LessOrEqual(t, st.Outage, int64(4+2+(60*time.Second-600*time.Millisecond)/(500*time.Millisecond)+1), "one probe at a time")
+				t.Logf("%d failed, %d sent into the outage, took %v", failed, st.Outage, time.Since(start))
+			})
+		})
+	}
 }

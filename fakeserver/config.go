@@ -140,6 +140,11 @@ type Config struct {
 
 	// Faults adds failures to the responses. The zero value adds none.
 	Faults Faults
+
+	// Penalty punishes a key that exceeds its limit: a block much longer
+	// than the Window, perhaps restarted by each request during it, and a
+	// ban after repeated violations. The zero value punishes nothing.
+	Penalty Penalty
 }
 
 // GlobalLimit is a limit shared by every key of a token; see Config.Global.
@@ -232,6 +237,7 @@ func (cfg Config) withDefaults() Config {
 	if cfg.StatsPath == "" {
 		cfg.StatsPath = DefaultStatsPath
 	}
+	cfg.Penalty = cfg.Penalty.withDefaults()
 	if cfg.Faults.OutageDelay <= 0 {
 		cfg.Faults.OutageDelay = time.Second
 	}

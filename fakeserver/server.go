@@ -36,6 +36,7 @@ type client struct {
 	// The key could know it was told to wait from heardFrom (when the
 	// response that said so left) until heardUntil, Unix ns.
 	heardFrom, heardUntil int64
+	pen                   punishment // see Config.Penalty
 }
 
 // heard notes that a response leaving at from told c to wait until until.
@@ -157,6 +158,9 @@ func (s *Server) decide(now time.Time, key, token string, h http.Header) verdict
 		Window: s.cfg.StatedWindow,
 		Now:    now.Add(s.cfg.ClockSkew),
 	}
+	if c.punished(t) {
+		return s.punish(c, t, st, h, v)
+	}
 	var d decision
 	if g != nil {
 		g.lastSeen = t
@@ -178,6 +182,13 @@ func (s *Server) decide(now time.Time, key, token string, h http.Header) verdict
 		return v
 	}
 	s.stats.Rejected++
+	if !st.Global {
+		s.violate(c, t)
+		if pb := s.cfg.Penalty.Block; pb > 0 {
+			c.pen.blockedUntil = t + int64(pb)
+			return s.blockAnswer(c, t, st, h, v)
+		}
+	}
 	rej := s.cfg.Dialect.Reject(h, st)
 	wait := rej.Wait
 	if wait <= 0 {
@@ -218,7 +229,7 @@ func (s *Server) global(token string) *client {
 func (s *Server) addKey(key string, now int64) *client {
 	if len(s.keys) >= s.cfg.MaxKeys {
 		for k, c := range s.keys {
-			if now >= c.notBefore && c.lim.idle(now) {
+			if now >= c.notBefore && c.lim.idle(now) && !c.punished(now) {
 				delete(s.keys, k)
 			}
 		}

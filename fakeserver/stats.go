@@ -9,7 +9,7 @@ import (
 
 // Stats counts what a Server did. Every request except those to the stats
 // path counts once in Total and once in exactly one of Admitted, Rejected,
-// Outage, Errors and Resets; Early counts requests again by when they came.
+// Blocked, Banned, Outage, Errors and Resets; Early counts requests again by when they came.
 type Stats struct {
 	// Total is the number of requests received.
 	Total int64 `json:"total"`
@@ -37,6 +37,13 @@ type Stats struct {
 	Errors int64 `json:"errors"`
 	// Resets is the number of requests whose connection was reset.
 	Resets int64 `json:"resets"`
+	// Blocked is the number of requests that arrived while their key was
+	// blocked (see Penalty.Block), rejected without reaching the limiter.
+	// The rejection that began a block counts in Rejected.
+	Blocked int64 `json:"blocked"`
+	// Banned is the number of requests that arrived while their key was
+	// banned (see Penalty.BanAfter).
+	Banned int64 `json:"banned"`
 }
 
 // Stats returns a snapshot of the server's counters.
