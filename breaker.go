@@ -101,7 +101,10 @@ type BreakerSettings struct {
 	// or QueueOptions.MaxWait would pass before its next probe: then at
 	// once, with its last response, or a *RetryError whose Err is the
 	// *WaitError. What RetryOptions does not retry (a status not in
-	// Statuses, MaxAttempts 1) is not retried as a probe either. Without
+	// Statuses, MaxAttempts 1) is not retried as a probe either. A request
+	// that fails on its own (a 500 of its own, from a host that serves
+	// the others) probes as long, and its key's queue waits behind it:
+	// MaxElapsed bounds that too. Without
 	// hold mode every probe is an attempt: a request to a host that stays
 	// down ends after MaxAttempts. While open, the breaker also spaces
 	// the probes by Timeout: for batch work, a Timeout no longer than
