@@ -73,7 +73,10 @@ type BreakerSettings struct {
 	ConsecutiveFailures int
 
 	// Timeout is how long the breaker stays open before it lets probes
-	// through. The default is 30 seconds.
+	// through. The default is 30 seconds; in hold mode it is half of
+	// RetryOptions.ProbeInterval, so that the outage state's schedule
+	// alone spaces the probes (200 ms, doubling up to 500 ms, by default)
+	// and held requests go soon after the host is back.
 	Timeout time.Duration
 
 	// MaxRequests is the number of probes let through at once while
@@ -107,8 +110,9 @@ type BreakerSettings struct {
 	// MaxElapsed bounds that too. Without
 	// hold mode every probe is an attempt: a request to a host that stays
 	// down ends after MaxAttempts. While open, the breaker also spaces
-	// the probes by Timeout: for batch work, a Timeout no longer than
-	// RetryOptions.MaxProbeInterval keeps the outage state's schedule.
+	// the probes by Timeout, which in hold mode defaults to the outage
+	// state's longest wait between probes; a longer Timeout spaces them
+	// further.
 	Hold bool
 
 	// OnStateChange, when set, is called on every change of a key's state,

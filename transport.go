@@ -683,6 +683,12 @@ func (t *Transport) newKey(key string, req *http.Request) *keyState {
 		if t.obs != nil {
 			s.OnStateChange = t.obs.breakerHook(key, k.host.name, s.OnStateChange)
 		}
+		if s.Hold && s.Timeout <= 0 && t.probe.initial > 0 {
+			// Held requests wait for the next probe: the outage state's
+			// schedule spaces the probes (never closer than its initial
+			// interval), not the fail-fast default of 30 s.
+			s.Timeout = t.probe.initial / 2
+		}
 		k.br = newBreaker(key, s)
 		k.br.hold = s.Hold
 	}
