@@ -133,11 +133,11 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool, until in
 	if k.queue.head == nil && k.hasSlot() && (k.out.firstOut.Load() == 0 && !k.out.probing || k.outageGate(now)) {
 		if k.rare == 0 && !k.scoped(now) {
 			// Nothing rare holds (see rare): the pacer alone says.
-			if d := k.pacer.buckets.Earliest(max(now, k.pacer.pauseUntil), 1, cost); d <= now {
-				if verifyRare {
-					k.verifyPlain(now, cost, route)
-				}
-				k.takePlain(now, cost, dep)
+			if verifyRare {
+				k.verifyPlain(now, cost, route)
+			}
+			if k.pacer.pauseUntil <= now && k.pacer.buckets.TakeNow(now, cost) {
+				k.takePlain(now, dep)
 				k.mu.Unlock()
 				return nil
 			}
@@ -294,10 +294,9 @@ func (k *keyState) take(d, now, cost int64, route string, dep *departure) bool {
 }
 
 // takePlain is take for a request that leaves at now on acquire's fast
-// path, when nothing rare holds (see rare): the pacer, the departure and
-// what take counts in every case.
-func (k *keyState) takePlain(now, cost int64, dep *departure) {
-	k.pacer.buckets.Take(now, cost)
+// path, when nothing rare holds (see rare), once its pacer took it: the
+// departure and what take counts in every case.
+func (k *keyState) takePlain(now int64, dep *departure) {
 	k.sent++
 	*dep = departure{seq: k.sent, at: now, sent: now, direct: true}
 	if m := k.model.deps; m != nil {
@@ -359,8 +358,9 @@ func (k *keyState) verifyPlain(now, cost int64, route string) {
 	if r := k.rareNow(now); r != 0 {
 		panic(fmt.Sprintf("headway: key state %#x not in its rare bits", r))
 	}
-	if d := k.earliest(now, 1, cost, route); d > now {
-		panic(fmt.Sprintf("headway: the fast path let go at %d what earliest holds to %d", now, d))
+	plain := k.pacer.pauseUntil <= now && k.pacer.buckets.Earliest(now, 1, cost) <= now
+	if d := k.earliest(now, 1, cost, route); (d <= now) != plain {
+		panic(fmt.Sprintf("headway: the fast path (%v) and earliest (%d) disagree at %d", plain, d, now))
 	}
 }
 
