@@ -2,7 +2,10 @@ package headway
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -66,4 +69,71 @@ func TestASweepKeepsAKeyWithAnOpenBreaker(t *testing.T) {
 		_, err := tr.RoundTrip(mustReq(t, "http://api.test/a"))
 		assert.ErrorIs(t, err, ErrCircuitOpen, "the open breaker was dropped")
 	})
+}
+
+// globalOnceRT answers its first two requests with a global throttle whose
+// wait is to the millisecond (Discord's), then 200 to every request.
+type globalOnceRT struct{ n atomic.Int64 }
+
+func (g *globalOnceRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	h := http.Header{}
+	if g.n.Add(1) <= 2 {
+		h.Set("X-RateLimit-Global", "true")
+		h.Set("Retry-After", "1")
+		h.Set("Content-Type", "application/json")
+		return &http.Response{StatusCode: http.StatusTooManyRequests, Header: h,
+			Body: io.NopCloser(strings.NewReader(`{"retry_after": 0.357, "global": true}`)), Request: req}, nil
+	}
+	return &http.Response{StatusCode: http.StatusOK, Header: h, Body: io.NopCloser(strings.NewReader("ok")), Request: req}, nil
+}
+
+// TestAGlobalThrottleDoesNotPinItsScopesKeys: two global throttles of a
+// token a second apart, never followed by another, leave its scope's
+// window half learned; once the last is long past, the keys of that token,
+// idle, are dropped as the key table sweeps, as they are without the
+// throttles: memory stays proportional to the keys in use (it held every
+// key ever made before).
+func TestAGlobalThrottleDoesNotPinItsScopesKeys(t *testing.T) {
+	for _, throttle := range []bool{false, true} {
+		t.Run(fmt.Sprint("throttle ", throttle), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &globalOnceRT{}
+				if !throttle {
+					base.n.Store(2)
+				}
+				tr := New(base, WithKey(KeyByPath), WithRetry(RetryOptions{MaxAttempts: 1}))
+				get := func(path string) {
+					req, err := http.NewRequest(http.MethodGet, "http://discord.test"+path, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					req.Header.Set("Authorization", "Bot A")
+					resp, err := tr.RoundTrip(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					drain(resp)
+				}
+				get("/first")
+				time.Sleep(time.Second)
+				get("/first")
+				time.Sleep(2 * time.Second) // the pause is long over
+				most := 0
+				for i := range 20000 {
+					get(fmt.Sprintf("/channels/%d", i))
+					time.Sleep(10 * time.Millisecond)
+					if i >= 15000 { // 150 s on: the token's last throttle is long past
+						most = max(most, tr.keys.len())
+					}
+				}
+				t.Logf("%d keys held at most", most)
+				if most > 4000 {
+					t.Errorf("%d keys held at most for 20000 idle ones", most)
+				}
+			})
+		})
+	}
 }

@@ -161,9 +161,20 @@ func (sc *scopeState) probeFor() int64 {
 }
 
 // idle reports whether the scope holds nothing a new one would not learn
-// again.
+// again. A window still being learned holds nothing either once its last
+// throttle is long past (see learnedWindow.stale): otherwise a token that
+// met its global limit twice, and never since, would keep every key of
+// it, idle or not, for as long as the Transport lives.
 func (sc *scopeState) idle(now int64) bool {
-	return sc.pauseUntil.Load() <= now && !sc.learning.Load()
+	if sc.pauseUntil.Load() > now {
+		return false
+	}
+	if !sc.learning.Load() {
+		return true
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.window.stale(now)
 }
 
 // credential returns a hash of the credential req carries, for its scope;
