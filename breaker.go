@@ -73,7 +73,10 @@ type BreakerSettings struct {
 	ConsecutiveFailures int
 
 	// Timeout is how long the breaker stays open before it lets probes
-	// through. The default is 30 seconds.
+	// through. The default is 30 seconds; in hold mode it is half of
+	// RetryOptions.ProbeInterval, so that the outage state's schedule
+	// alone spaces the probes (200 ms, doubling up to 500 ms, by default)
+	// and held requests go soon after the host is back.
 	Timeout time.Duration
 
 	// MaxRequests is the number of probes let through at once while
@@ -101,11 +104,15 @@ type BreakerSettings struct {
 	// or QueueOptions.MaxWait would pass before its next probe: then at
 	// once, with its last response, or a *RetryError whose Err is the
 	// *WaitError. What RetryOptions does not retry (a status not in
-	// Statuses, MaxAttempts 1) is not retried as a probe either. Without
+	// Statuses, MaxAttempts 1) is not retried as a probe either. A request
+	// that fails on its own (a 500 of its own, from a host that serves
+	// the others) probes as long, and its key's queue waits behind it:
+	// MaxElapsed bounds that too. Without
 	// hold mode every probe is an attempt: a request to a host that stays
 	// down ends after MaxAttempts. While open, the breaker also spaces
-	// the probes by Timeout: for batch work, a Timeout no longer than
-	// RetryOptions.MaxProbeInterval keeps the outage state's schedule.
+	// the probes by Timeout, which in hold mode defaults to the outage
+	// state's longest wait between probes; a longer Timeout spaces them
+	// further.
 	Hold bool
 
 	// OnStateChange, when set, is called on every change of a key's state,

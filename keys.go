@@ -2,6 +2,7 @@ package headway
 
 import (
 	"hash/maphash"
+	"math/bits"
 	"net/http"
 	"sync"
 )
@@ -37,11 +38,13 @@ func KeyByPath(req *http.Request) string { return req.URL.Host + req.URL.Path }
 // proportional to the keys in use, at O(1) amortised cost per new key.
 type keyTable struct {
 	seed   maphash.Seed
+	salt   uint64 // from seed: mixed into the choice of a shard
 	shards [keyShards]keyShard
 }
 
 const (
-	keyShards     = 32
+	keyShardBits  = 5
+	keyShards     = 1 << keyShardBits
 	minSweepAfter = 64
 )
 
@@ -52,8 +55,29 @@ type keyShard struct {
 	_          [40]byte // keep shards on separate cache lines
 }
 
+// shard returns the shard of key. The shard's map hashes the key again,
+// so the shard is chosen by a cheaper mix of its length and of its first
+// and last eight bytes, where keys differ (hosts, paths, credentials): keys
+// that differ only in between share a shard, which costs them only its lock.
 func (kt *keyTable) shard(key string) *keyShard {
-	return &kt.shards[maphash.String(kt.seed, key)%keyShards]
+	x := kt.salt ^ uint64(len(key))
+	if n := len(key); n >= 8 {
+		x ^= le64(key) ^ bits.RotateLeft64(le64(key[n-8:]), 31)
+	} else {
+		for i := 0; i < n; i++ {
+			x ^= uint64(key[i]) << (8 * i)
+		}
+	}
+	x *= 0x9e3779b97f4a7c15 // Fibonacci hashing: the top bits mix all of x
+	return &kt.shards[x>>(64-keyShardBits)]
+}
+
+// le64 returns the first eight bytes of s, which has as many at least, as
+// a little-endian number.
+func le64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 // get returns the keyState of key, creating it for t from its first

@@ -47,7 +47,8 @@ func TestHoldLosesNothingToALongOutage(t *testing.T) {
 	}
 	var cases []tc
 	for _, shape := range []fakeserver.OutageShape{fakeserver.OutageError, fakeserver.OutageReset} {
-		cases = append(cases, tc{shape, 200 * time.Millisecond, BudgetOptions{}}, tc{shape, time.Second, BudgetOptions{}},
+		cases = append(cases, tc{shape, 0, BudgetOptions{}}, // the default: the outage state's schedule
+			tc{shape, 200 * time.Millisecond, BudgetOptions{}}, tc{shape, time.Second, BudgetOptions{}},
 			// Half a retry a second: five a window, for probes at two a second.
 			tc{shape, 200 * time.Millisecond, BudgetOptions{MinPerSecond: 0.5}})
 	}

@@ -35,6 +35,18 @@ type strikes struct {
 	try    uint64 // its departure number
 }
 
+// strikesIdle reports, under k.mu, whether k's strikes, if any, can be
+// forgotten at now: no try is out, and the last pause ended long ago
+// (strikesForget), as a cut pace is forgotten.
+func (k *keyState) strikesIdle(now int64) bool {
+	s := k.strikes
+	return s == nil || (!s.trying && now-s.next > int64(strikesForget))
+}
+
+// strikesForget is how long after its last pause ended a key's strikes
+// no longer keep it from being dropped.
+const strikesForget = 10 * time.Minute
+
 // strikeGate reports, under k.mu, whether k may send a request as far as
 // its strikes go: not while a try is in flight.
 func (k *keyState) strikeGate() bool {

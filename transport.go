@@ -65,6 +65,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		t.fleet, _ = cfg.shared.(SharedProber)
 	}
 	t.keys.seed = maphash.MakeSeed()
+	t.keys.salt = maphash.Comparable(t.keys.seed, 0)
 	if t.obs = newObserver(cfg.obs); t.obs != nil && t.obs.m != nil {
 		t.obs.m.register(t)
 	}
@@ -450,6 +451,17 @@ var noDone = func(outcome) {}
 // keyState.acquire). The slot's done must be called with the outcome of the
 // request, which is sent at once.
 func (t *Transport) admit(ctx context.Context, key string, req *http.Request, cost int64, front bool, until int64, s *slot) error {
+	if t.cfg.shared == nil && t.cfg.breaker == nil {
+		// Nothing but the key admits: no breaker, no shared quota (nor its
+		// fleet).
+		for {
+			k := t.keys.get(key, t, req)
+			s.k, s.done = k, noDone
+			if err := k.acquire(ctx, cost, front, until, req.URL.Path, &s.dep); err != errEvicted {
+				return err
+			}
+		}
+	}
 	var queued time.Time // read only by the shared quota: no clock read without one
 	if t.cfg.shared != nil {
 		queued = time.Now()
@@ -672,6 +684,12 @@ func (t *Transport) newKey(key string, req *http.Request) *keyState {
 		s := *t.cfg.breaker
 		if t.obs != nil {
 			s.OnStateChange = t.obs.breakerHook(key, k.host.name, s.OnStateChange)
+		}
+		if s.Hold && s.Timeout <= 0 && t.probe.initial > 0 {
+			// Held requests wait for the next probe: the outage state's
+			// schedule spaces the probes (never closer than its initial
+			// interval), not the fail-fast default of 30 s.
+			s.Timeout = t.probe.initial / 2
 		}
 		k.br = newBreaker(key, s)
 		k.br.hold = s.Hold

@@ -296,9 +296,22 @@ func (w *learnedWindow) probeAt(d, latest int64) (int64, bool) {
 	return latest, true
 }
 
+// stale reports whether w is being learned from a cycle whose end is long
+// past at now (learnStale, or two of the shortest cycles seen, whichever
+// is longer): no throttle has come since, so demand no longer reaches the
+// window, and a new one would learn as much from the next throttles.
+func (w *learnedWindow) stale(now int64) bool {
+	return w.learning() && now-w.curEnd > max(learnStale, satMul(2, w.minSpan))
+}
+
+// learnStale is how long after the end of its last cycle a window being
+// learned is still worth keeping (see stale).
+const learnStale = int64(time.Minute)
+
 // idle reports whether the window holds nothing a new one would not learn
-// again.
-func (w *learnedWindow) idle() bool { return !w.on && w.curEnd == 0 }
+// again at now: none is in use, nor being learned but from a cycle long
+// past (see stale).
+func (w *learnedWindow) idle(now int64) bool { return !w.on && (w.curEnd == 0 || w.stale(now)) }
 
 func abs64(x int64) int64 {
 	if x < 0 {

@@ -395,8 +395,10 @@ func (p *Parser) Relevant(status int, header http.Header) bool {
 // mayCarry reports whether a response with status and the header families
 // fam may say anything: the fast path of Parse says no for most.
 func (p *Parser) mayCarry(status int, fam family) bool {
-	mayLimit := status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable ||
-		status == http.StatusForbidden || status == statusOverloaded
+	// Every status that may carry a limit is 403 or more: most fail the
+	// first comparison.
+	mayLimit := status >= http.StatusForbidden && (status == http.StatusTooManyRequests ||
+		status == http.StatusServiceUnavailable || status == http.StatusForbidden || status == statusOverloaded)
 	return fam&^(famAge|famNonCanonical) != 0 || mayLimit || (p != nil && p.Dialects != nil)
 }
 

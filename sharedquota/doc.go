@@ -86,7 +86,23 @@
 // becomes a shared pause, as long as the process's model of the server
 // expects it to last. Learn goes to Redis only with something new.
 //
-//	headway:{3f1c...}:q      also: li, lb, lu (the learned policy), lt (its TAT)
+// A bare throttle (a 429 that states nothing) on a key without limits cuts
+// the fleet's pace, once for the fleet: the rule of the Transport's own
+// (a cut to 0.9 of the rate measured, slow start after the first, then a
+// cubic climb back over 12s), kept in Redis's clock so that every process
+// paces by one rate and climbs along one curve. Each reservation without
+// limits is counted, so that a cut measures what the whole fleet sent
+// between two throttles (the server's rate, when its bucket was empty at
+// both), and a throttle of a request reserved before the last cut changes
+// nothing. A cut is published, and the requests booked at the old pace
+// reserve again before they leave. With nothing learned, the fleet's first
+// request goes alone and the other processes' wait for its answer (a
+// second at most).
+//
+//	headway:{3f1c...}:q      also: li, lb, lu (the learned policy), lt (its TAT);
+//	                         ar, ac, as, acn, at (the pace after bare throttles),
+//	                         an, a1 (the count of reservations without limits),
+//	                         po, ph (the fleet's probe)
 //
 // # Outages
 //
@@ -120,7 +136,11 @@
 // reservation's or the heartbeat's) tries Redis again, and shared pacing
 // resumes by itself once it answers: each key's first reservation records
 // in Redis what its fallback spent and the pause it held, so that a Redis
-// restarted empty hands out no fresh burst.
+// restarted empty hands out no fresh burst; and until the processes
+// counted before are announced again (a few seconds at most), each
+// reservation of a process back spends the shares of those still in
+// fallback. A key without limits falls back to the pace Redis last applied
+// to it, divided among the live processes.
 //
 // # Errors
 //

@@ -57,16 +57,16 @@ func TestABareThrottleCutsTheFleet(t *testing.T) {
 		t.Fatalf("after the first cut, slow start is %d, want 1", s)
 	}
 	// 20 sent within a second (measured over one at least): 20/s, then
-	// 18/s doubling every second. B, which was told nothing, keeps to it.
+	// 18/s doubling every second. B, which was told nothing, keeps to it:
+	// its fifth leaves five intervals after the cut at the earliest (at
+	// most 24/s in the first 0.4s), later only if B asks late.
+	cut := time.Now()
 	var last time.Duration
-	for i := range 5 {
+	for range 5 {
 		last = reserve(t, b, "k", 1)
-		if i == 0 && (last < 20*time.Millisecond || last > 60*time.Millisecond) {
-			t.Fatalf("B's first reservation after the cut waits %v, want one interval at 18/s (56ms)", last)
-		}
 	}
-	if last < 150*time.Millisecond || last > 280*time.Millisecond {
-		t.Fatalf("B's fifth reservation waits %v, want about five intervals at 18-20/s", last)
+	if at := time.Since(cut) + last; at < 5*time.Second/24-20*time.Millisecond || at > time.Second {
+		t.Fatalf("B's fifth reservation leaves %v after the cut, want about five intervals at 18-24/s", at)
 	}
 	cutAt := hashInt(t, c, a, "k", "ac")
 
@@ -79,7 +79,7 @@ func TestABareThrottleCutsTheFleet(t *testing.T) {
 	}
 
 	// One of B's, sent after the cut, is not: it measures 5 sent (the
-	// fifth throttled) since the cut, over the time since.
+	// fifth throttled: 4.5 taken) since the cut, over the time since.
 	time.Sleep(last + 50*time.Millisecond)
 	if err := b.Learn(ctx, "k", bareThrottle); err != nil {
 		t.Fatal(err)
@@ -90,8 +90,10 @@ func TestABareThrottleCutsTheFleet(t *testing.T) {
 	if s := hashInt(t, c, a, "k", "as"); s != 0 {
 		t.Fatalf("after the second cut, slow start is %d, want 0", s)
 	}
+	// (Within a second of the first cut; later, on a loaded machine, the
+	// exit from slow start reckons with a bucket that overflowed.)
 	cycle := float64(hashInt(t, c, a, "k", "ac")-cutAt) / 1e6
-	if w, want := float64(hashInt(t, c, a, "k", "ar"))/1000, 5/cycle; w > want*1.01 || w < want*0.8 {
+	if w, want := float64(hashInt(t, c, a, "k", "ar"))/1000, 4.5/cycle; cycle < 1 && (w > want*1.01 || w < want*0.8) {
 		t.Fatalf("the rate at the second cut is %.2f/s, want what was sent since the first, %.2f/s", w, want)
 	}
 	if acn, an := hashInt(t, c, a, "k", "acn"), hashInt(t, c, a, "k", "an"); acn != an || an != 25 {
@@ -120,15 +122,25 @@ func TestACutMakesBookedRequestsReserveAgain(t *testing.T) {
 	// B books two slots at 1.8/s, A three after them.
 	reserve(t, b, "k", 1)
 	d := reserve(t, b, "k", 1)
-	var booked []int64
 	for range 3 {
-		booked = append(booked, a.now()+int64(reserve(t, a, "k", 1)))
+		reserve(t, a, "k", 1)
+	}
+	var booked []int64 // when A's three leave, as A noted them
+	ks := a.state("k")
+	ks.mu.Lock()
+	for _, d := range ks.deps {
+		if d.seq != 0 {
+			booked = append(booked, d.at)
+		}
+	}
+	ks.mu.Unlock()
+	if len(booked) != 3 {
+		t.Fatalf("A noted %d reservations, want 3", len(booked))
 	}
 	time.Sleep(d)
 	if err := b.Learn(ctx, "k", bareThrottle); err != nil { // B's second, sent after the cut
 		t.Fatal(err)
 	}
-	ks := a.state("k")
 	acn := hashInt(t, c, a, "k", "acn")
 	waitFor(t, 5*time.Second, func() bool { // published: A hears of it
 		ks.mu.Lock()
@@ -140,10 +152,10 @@ func TestACutMakesBookedRequestsReserveAgain(t *testing.T) {
 		if at <= ks.cutAt {
 			continue // gone already (a loaded machine)
 		}
-		if !ks.recut(at + int64(time.Millisecond)) {
+		if !ks.recut(at) {
 			t.Fatalf("booked slot %d, due after the cut, is not told to reserve again", i)
 		}
-		if ks.recut(at + int64(time.Millisecond)) {
+		if ks.recut(at) {
 			t.Fatalf("booked slot %d is told twice", i)
 		}
 		told++
@@ -177,10 +189,17 @@ func TestTheFleetProbes(t *testing.T) {
 		t.Fatalf("counted %d, want the probe alone", an)
 	}
 	ks := b.state("k")
-	if !ks.unhold(b.now() + int64(d)) {
+	ks.mu.Lock()
+	if len(ks.held) != 1 {
+		ks.mu.Unlock()
+		t.Fatalf("B noted %d held reservations, want 1", len(ks.held))
+	}
+	due := ks.held[0] // when the held request asks again, as B noted it
+	ks.mu.Unlock()
+	if !ks.unhold(due) {
 		t.Fatal("the held request is not told to reserve again")
 	}
-	if ks.unhold(b.now() + int64(d)) {
+	if ks.unhold(due) {
 		t.Fatal("the held request is told twice")
 	}
 	reserve(t, a, "k", 1) // the probe's answer came

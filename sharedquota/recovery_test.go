@@ -128,3 +128,40 @@ func TestFallbackStartsAfterTheSharedSchedule(t *testing.T) {
 		t.Fatalf("the fallback's first slot is %v from now, inside the shared schedule (booked to 5s)", d)
 	}
 }
+
+// TestFallbackStartsAfterWhatWasBookedSince: the shared schedule, booked
+// ahead, grows as time passes: a process that falls back a second after it
+// last heard how far it was booked starts its fallback that second later
+// too, not among the slots the others booked meanwhile. (Issue 10, item 3:
+// entering fallback cost a throttle in about half the runs of
+// BenchmarkFleetFaults at server burst 10.)
+func TestFallbackStartsAfterWhatWasBookedSince(t *testing.T) {
+	srv := startRedis(t)
+	opts := []Option{WithPrefix(testPrefix(t)), WithHeartbeat(time.Hour), WithFallbackProcesses(1)}
+	a := NewRedis(newClient(t, srv.addr()), opts...)
+	defer a.Close()
+	b := NewRedis(newClient(t, srv.addr()), opts...)
+	defer b.Close()
+	lim := headway.Every(time.Second)
+	timedReserve(t, a, lim)
+	for range 5 {
+		timedReserve(t, b, lim) // booked to 5s
+	}
+	if d, err := a.Reserve(context.Background(), "k", []headway.Limit{lim}, 1, 0); err != nil || d < 4500*time.Millisecond {
+		t.Fatalf("refused reservation: %v, %v", d, err)
+	}
+	learned := time.Now()
+	time.Sleep(time.Second)
+	srv.kill()
+	d, err := timedReserve(t, a, lim)
+	if err != nil || a.Stats().Degraded != 1 {
+		t.Fatalf("fallback: %v, %v, %+v", d, err, a.Stats())
+	}
+	// Booked to 5s from when a heard it, and a second more since: the
+	// first fallback slot is one of a's intervals (the limit's, times the
+	// processes counted) after that, measured from now.
+	share := time.Duration(a.fallbackShare())
+	if want := 5*time.Second + share*time.Second - time.Since(learned) + time.Second; d < want-300*time.Millisecond {
+		t.Fatalf("the fallback's first slot is %v from now, want about %v: among what the others booked since", d, want)
+	}
+}

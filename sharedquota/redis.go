@@ -88,6 +88,7 @@ type keyState struct {
 	keys       []string // {hashKey}: the KEYS of the quota's scripts
 	fallback   bool     // deciding by the local pacer since Redis was last asked
 	lastDep    int64    // monotonic ns: the latest shared departure known here
+	lastDepAt  int64    // monotonic ns: when Redis last told of it
 	oneArgs    []any    // reserveOneScript's arguments for oneCost units of oneLimit
 	oneLimit   headway.Limit
 	oneCost    int
@@ -358,9 +359,23 @@ func (ks *keyState) shared(now, w, withinUs int64, tail replyTail, grace int64) 
 		ks.lastDep = max(ks.lastDep, now+w*1000)
 	}
 	ks.lastDep = max(ks.lastDep, now+tail.last*1000)
+	ks.lastDepAt = now
 	ks.pauseUntil = max(ks.pauseUntil, now+tail.pause*1000)
 	ks.mu.Unlock()
 	ks.checked.Store(now)
+}
+
+// fallbackFrom returns, under ks.mu, where a fallback entered at now
+// starts: after the latest shared departure this process knows of, and
+// after what the others booked since it learned of that one. A schedule
+// booked ahead (the fleet at its limit) grows as time passes, a second a
+// second, so the time since counts too (a second at most); a schedule not
+// booked ahead has room now.
+func (ks *keyState) fallbackFrom(now int64) int64 {
+	if ks.lastDep <= now {
+		return now
+	}
+	return ks.lastDep + min(max(now-ks.lastDepAt, 0), int64(time.Second))
 }
 
 // grace is how long at most a key that Redis answers again, after its
@@ -650,8 +665,8 @@ func (r *Redis) degrade(ks *keyState, limits []headway.Limit, cost int, within t
 	}
 	if !ks.fallback {
 		// Entering fallback: empty buckets, from the latest shared
-		// departure this process knows of.
-		ks.local.start(limits, r.fallbackShare(), max(now, ks.lastDep))
+		// departure this process knows of, or may expect.
+		ks.local.start(limits, r.fallbackShare(), ks.fallbackFrom(now))
 		ks.fallback = true
 	} else {
 		ks.local.configure(limits, r.fallbackShare(), now)

@@ -79,6 +79,24 @@ func (bs Buckets) Take(d, cost int64) {
 	}
 }
 
+// TakeNow takes one request of cost at now if every bucket lets it leave
+// then, and reports whether it did: what Earliest(now, 1, cost) <= now,
+// then Take(now, cost), do, with their rules written out: a call fewer on
+// a pacer's fast path (the rules do not inline).
+func (bs Buckets) TakeNow(now, cost int64) bool {
+	for i := range bs {
+		b := &bs[i]
+		if SatAdd(b.TAT, SatMul(b.Units(1, cost)-b.Burst, b.Interval)) > now { // Earliest's
+			return false
+		}
+	}
+	for i := range bs {
+		b := &bs[i]
+		b.TAT = SatAdd(max(b.TAT, now), SatMul(b.Units(1, cost), b.Interval)) // Take's
+	}
+	return true
+}
+
 // GiveBack returns the cost of a request that was taken but never sent, as
 // far as the buckets are not already empty again at now.
 func (bs Buckets) GiveBack(now, cost int64) {

@@ -2,6 +2,7 @@ package gcra
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -89,5 +90,35 @@ func TestGiveBackTooBigIdle(t *testing.T) {
 	bs.GiveBack(4, 2) // weighted back to 4 at most (not before now), requests to 4
 	if bs[0].TAT != 4 || bs[1].TAT != 4 {
 		t.Fatalf("TATs after giving back %d, %d; want 4, 4", bs[0].TAT, bs[1].TAT)
+	}
+}
+
+// TakeNow takes what Earliest lets go at once, as Take does, and nothing
+// else: two buckets of several costs, over random instants and edges.
+func TestTakeNowAgrees(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 2000 {
+		a := Buckets{{Interval: 1 + rng.Int64N(50), Burst: 1 + rng.Int64N(4)}, {Interval: 1 + rng.Int64N(200), Burst: 1 + rng.Int64N(3), Unweighted: rng.IntN(2) == 0}}
+		if round%7 == 0 {
+			a[0].Interval = 1 << 62 // saturating
+		}
+		b := append(Buckets(nil), a...)
+		now := int64(0)
+		for range 50 {
+			now += rng.Int64N(60)
+			cost := 1 + rng.Int64N(3)
+			want := a.Earliest(now, 1, cost) <= now
+			if want {
+				a.Take(now, cost)
+			}
+			if got := b.TakeNow(now, cost); got != want {
+				t.Fatalf("round %d at %d cost %d: TakeNow %v, Earliest says %v", round, now, cost, got, want)
+			}
+			for i := range a {
+				if a[i].TAT != b[i].TAT {
+					t.Fatalf("round %d at %d: TAT %d after TakeNow, %d after Take", round, now, b[i].TAT, a[i].TAT)
+				}
+			}
+		}
 	}
 }
