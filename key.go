@@ -545,7 +545,7 @@ func (k *keyState) onTimer() {
 // breaker but a closed one.
 func (k *keyState) idle(now int64) bool {
 	return k.queue.head == nil && k.inflight == 0 && k.unseen.Load() == 0 && k.timerAt == 0 && k.pacer.idle(now) &&
-		k.model.idle(now) && k.aimd.idle(now) && k.window.idle() && k.scope.idle(now) && k.statedUntil <= now && !k.out.down &&
+		k.model.idle(now) && k.aimd.idle(now) && k.window.idle(now) && k.scope.idle(now) && k.statedUntil <= now && !k.out.down &&
 		(k.br == nil || BreakerState(k.br.lastState.Load()) == BreakerClosed)
 }
 

@@ -337,8 +337,9 @@ func (w *learnedWindow) probeCap(wait, firstAt int64) int64 {
 }
 
 // idle reports whether the window holds nothing a new one would not learn
-// again.
-func (w *learnedWindow) idle() bool { return !w.on && w.curEnd == 0 }
+// again at now: none is in use, nor being learned but from a cycle long
+// past (see stale).
+func (w *learnedWindow) idle(now int64) bool { return !w.on && (w.curEnd == 0 || w.stale(now)) }
 
 func abs64(x int64) int64 {
 	if x < 0 {
