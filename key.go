@@ -228,31 +228,10 @@ func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 	} else if k.aimd.active {
 		d = k.aimdB.Earliest(d, n, cost)
 	}
-	if at, ok := k.window.probeAt(d, k.probeLatest()); ok {
+	if at, ok := k.window.probeAt(d, satAdd(k.window.lastAt, k.window.probeCap(int64(probeWait), k.firstAt))); ok {
 		d = max(d, at) // until the answers to the ones before come (see answered)
 	}
 	return k.outageFloor(k.strikeFloor(d))
-}
-
-// probeLatest returns, under k.mu, how long after the last departure a
-// request held for the answers of a window being learned (see
-// learnedWindow.probeAt) goes anyway: probeWait, but no longer than an
-// interval at the pace the window's cycles sustained, once the probes have
-// gone on for longer than the shortest cycle without a throttle. One at a
-// time, an answer apart, is slower than that pace once an answer takes
-// longer than the window over its quota (150 ms against 20 per 2 s): the
-// key would send under what the server allows for as long as the window is
-// not learned, which is for good, since a window paced so slow never
-// throttles again to say where it ends (efficiency 0.54-0.67 on
-// fixed-window-date-skewed with 150 ms answers; 0.90 with this bound).
-// Before that, the probes wait for answers: one throttle, not every one in
-// flight, ends a cycle.
-func (k *keyState) probeLatest() int64 {
-	wait := int64(probeWait)
-	if r := k.window.sustained(); r > 0 && k.window.lastAt-k.window.curEnd > k.window.minSpan {
-		wait = min(wait, int64(1e9/r))
-	}
-	return satAdd(k.window.lastAt, wait)
 }
 
 // take records a departure on route at d (the instant it was free to go,

@@ -80,7 +80,7 @@ func (sc *scopeState) earliestLocked(d int64) int64 {
 	if sc.window.on {
 		return max(d, sc.window.earliest(d))
 	}
-	if at, ok := sc.window.probeAt(d, satAdd(sc.lastAt, sc.probeFor())); ok {
+	if at, ok := sc.window.probeAt(d, satAdd(sc.lastAt, sc.window.probeCap(sc.holdFor(), sc.firstAt))); ok {
 		return max(d, at)
 	}
 	return d
@@ -138,26 +138,6 @@ func (sc *scopeState) answered(seq uint64, rtt int64) {
 // about an answer's time, and may come to another key of the scope.
 func (sc *scopeState) holdFor() int64 {
 	return min(max(sc.rtt+sc.rtt/2, int64(time.Millisecond)), int64(probeWait))
-}
-
-// probeFor returns how long after the last departure a key held while
-// the window is learned goes anyway: holdFor, but no longer than an
-// interval at the pace the first cycle let through (from the first
-// departure counted to the end of the wait its throttles named), once the
-// probes have gone on for longer than that cycle without a throttle. One
-// at a time, an answer apart, is slower than the window's quota over its
-// length once an answer takes longer than the length over the quota
-// (150-250 ms against 10 per 1 s): no later window is overrun to throttle
-// again, and the scope would send at that pace for good (efficiency 0.5;
-// 0.83 and more with this bound). Before that, the probes wait for
-// answers: one throttle, not every one in flight, ends a cycle.
-func (sc *scopeState) probeFor() int64 {
-	wait := sc.holdFor()
-	w := &sc.window
-	if span := w.curEnd - sc.firstAt; w.prevEnd == 0 && w.first > 0 && sc.firstAt != 0 && span > 0 && sc.lastAt-w.curEnd > span {
-		wait = min(wait, int64(float64(span)/w.first))
-	}
-	return wait
 }
 
 // idle reports whether the scope holds nothing a new one would not learn
