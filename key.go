@@ -785,6 +785,12 @@ func (k *keyState) cut(b bareThrottle) {
 		n, span, known = k.model.sentSince(pausedTill, seq)
 		n++ // seq too: it found less than one left, so the rate is under (n+1-burst)/span
 	}
+	if k.strikes != nil && seq > k.strikes.after {
+		// A try, alone after a pause, throttled again: what was sent
+		// says nothing of the rate (a block goes on); the cut is from
+		// the pace the key had.
+		known = false
+	}
 	k.aimd.throttled(now, seq, k.sent, n, span, known, known && pausedTill > now-int64(time.Second))
 	k.sustain()
 	k.aimdB.Interval, k.aimdB.Burst, k.aimdB.Unweighted = k.aimd.interval(now), 1, true

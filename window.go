@@ -305,8 +305,10 @@ func (w *learnedWindow) stale(now int64) bool {
 }
 
 // learnStale is how long after the end of its last cycle a window being
-// learned is still worth keeping (see stale).
-const learnStale = int64(time.Minute)
+// learned is still worth keeping (see stale): as long as a cut pace is
+// (see aimd.idle), and long enough for the first cycle of a window of
+// minutes to be counted.
+const learnStale = int64(10 * time.Minute)
 
 // probeCap returns how long after the last departure a probe (see
 // probeAt) waits at most for the answers to the ones before, given how
