@@ -67,16 +67,16 @@ type serverModel struct {
 	cap     float64 // the most the bucket has been seen to hold
 	resetAt int64   // when an emptied window refills to cap, if rate is 0
 
-	rate       float64 // requests per nanosecond coming back; 0 if unknown
-	rateStated bool    // rate comes from a policy, not from measurement
-	lo, hi     float64 // bounds on rate from stated resets; hi 0: none
-	coarse     bool    // stated resets proved coarser than they look
-	window     bool    // the server resets fixed windows: nothing trickles back before resetAt
+	rate   float64 // requests per nanosecond coming back; 0 if unknown
+	lo, hi float64 // bounds on rate from stated resets; hi 0: none
+	coarse bool    // stated resets proved coarser than they look
+	window bool    // the server resets fixed windows: nothing trickles back before resetAt
 	// secondReset reports that the answer being observed stated its reset
 	// to the second (set by the key before observe).
 	secondReset bool
 	held        bool // the model held a request back (set by the key)
 	spread      bool // spread what remains evenly instead of spending it at once
+	rateStated  bool // rate comes from a policy, not from measurement
 
 	resetSeen int64   // the latest reset instant stated so far
 	lastLeft  float64 // the remaining count of the last answer
@@ -674,6 +674,7 @@ func (m *serverModel) sentSince(since int64, seq uint64) (n, span float64, ok bo
 type aimd struct {
 	active  bool
 	slow    bool    // slow start: no throttle of a paced request yet
+	climb   int32   // ms from cutAt to the start of the climb: the end of the pause the cut came with
 	rate    float64 // requests per second now
 	wmax    float64 // the rate at the last cut
 	cutAt   int64   // when the last cut happened
@@ -735,7 +736,14 @@ func (a *aimd) throttled(now int64, seq, sent uint64, n, span float64, ok, after
 	a.active = true
 	a.wmax = max(measured, aimdFloor)
 	a.rate = max(a.wmax*aimdBeta, aimdFloor)
-	a.cutAt, a.cutSeq = now, sent
+	a.cutAt, a.cutSeq, a.climb = now, sent, 0
+}
+
+// climbFrom makes the climb from the last cut start at at, on the pacer's
+// clock, if that is later than it starts.
+func (a *aimd) climbFrom(at int64) {
+	ms := min(max(at-a.cutAt, 0)/int64(time.Millisecond), math.MaxInt32)
+	a.climb = max(a.climb, int32(ms))
 }
 
 // idle reports whether the last cut is long enough ago to be forgotten.
@@ -746,7 +754,7 @@ func (a *aimd) idle(now int64) bool {
 // at returns the rate at now: doubling every second since the last cut in
 // slow start, else on the cubic curve since it.
 func (a *aimd) at(now int64) float64 {
-	t := float64(now-a.cutAt) / 1e9
+	t := max(float64(now-a.cutAt-int64(a.climb)*int64(time.Millisecond))/1e9, 0)
 	var r float64
 	if a.slow {
 		r = a.wmax * aimdBeta * math.Exp2(min(t, 60))

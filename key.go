@@ -61,6 +61,7 @@ type keyState struct {
 	budget   *retryBudget  // nil when budgets are off
 	br       *breaker      // nil without WithBreaker
 	out      outage        // whether its host is down; see outage.go
+	strikes  *strikes      // throttles in a row; nil: none (see strikes.go)
 	queue    waitList
 	inflight int   // counted only with a bound on it
 	freedAt  int64 // when a full in-flight set last had a slot again
@@ -77,6 +78,8 @@ type keyState struct {
 	// state (see rareNow); a bit for a state that has ended since costs
 	// only the general path, until the next dispatch clears it.
 	rare uint8
+	// striking: strikes is not nil, read without the lock.
+	striking atomic.Bool
 
 	// statedUntil is the end of the last wait a server named that was
 	// longer than the cap (WithMaxServerWait); 0 when none. The key is
@@ -130,7 +133,7 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool, until in
 	// Fast path: nobody waits, a slot is free and the pacer allows it now.
 	// With nothing unanswered and no probe out, the host's health does not
 	// hold it (see outageGate).
-	if k.queue.head == nil && k.hasSlot() && (k.out.firstOut.Load() == 0 && !k.out.probing || k.outageGate(now)) {
+	if k.queue.head == nil && k.hasSlot() && (k.out.firstOut.Load() == 0 && !k.out.probing || k.outageGate(now)) && k.strikeGate() {
 		if k.rare == 0 && !k.scoped(now) {
 			// Nothing rare holds (see rare): the pacer alone says.
 			if verifyRare {
@@ -225,10 +228,11 @@ func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 	} else if k.aimd.active {
 		d = k.aimdB.Earliest(d, n, cost)
 	}
-	if at, ok := k.window.probeAt(d, satAdd(k.window.lastAt, int64(probeWait))); ok {
+	pace, span := k.window.firstCycle(k.firstAt)
+	if at, ok := k.window.probeAt(d, satAdd(k.window.lastAt, k.window.probeCap(int64(probeWait), pace, span))); ok {
 		d = max(d, at) // until the answers to the ones before come (see answered)
 	}
-	return k.outageFloor(d)
+	return k.outageFloor(k.strikeFloor(d))
 }
 
 // take records a departure on route at d (the instant it was free to go,
@@ -267,6 +271,7 @@ func (k *keyState) take(d, now, cost int64, route string, dep *departure) bool {
 	}
 	k.sent++
 	k.outageTake(k.sent)
+	k.strikeTake(k.sent)
 	k.unseen.Add(1)
 	k.occupy()
 	return true
@@ -296,6 +301,7 @@ const (
 	rareModel                     // the server's quota, or its buckets, are known
 	rareLearned                   // a pace or a window is learned from throttles
 	rareOutage                    // the host is down
+	rareStrikes                   // throttles came in a row (see strikes)
 )
 
 // rareNow returns, under k.mu at now, the bits of rare whose states hold.
@@ -318,6 +324,9 @@ func (k *keyState) rareNow(now int64) uint8 {
 	}
 	if k.out.down || k.out.probing {
 		r |= rareOutage
+	}
+	if k.strikes != nil {
+		r |= rareStrikes
 	}
 	return r
 }
@@ -487,6 +496,9 @@ func (k *keyState) dispatchQueue(now int64) {
 			}
 			return // a stall: the next answer dispatches again, or the timer
 		}
+		if !k.strikeGate() {
+			break // the try's answer dispatches again
+		}
 		d := k.earliest(max(w.arrival, k.freedAt), 1, w.cost, w.route)
 		if d == math.MaxInt64 {
 			if k.probing.Load() {
@@ -545,7 +557,7 @@ func (k *keyState) onTimer() {
 // breaker but a closed one.
 func (k *keyState) idle(now int64) bool {
 	return k.queue.head == nil && k.inflight == 0 && k.unseen.Load() == 0 && k.timerAt == 0 && k.pacer.idle(now) &&
-		k.model.idle(now) && k.aimd.idle(now) && k.window.idle() && k.scope.idle(now) && k.statedUntil <= now && !k.out.down &&
+		k.model.idle(now) && k.aimd.idle(now) && k.window.idle(now) && k.scope.idle(now) && k.statedUntil <= now && !k.out.down && k.strikesIdle(now) &&
 		(k.br == nil || BreakerState(k.br.lastState.Load()) == BreakerClosed)
 }
 
@@ -720,13 +732,19 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 	k.sustain()
 	k.learning.Store(k.window.learning())
 	bare := k.bare(sig)
-	if bare && k.rareThrottle(now, seq) {
+	if bare && len(k.pacer.buckets) > 0 && k.strikes != nil && seq > k.strikes.after {
+		// A try throttled again: a block goes on, and the strikes' pauses
+		// answer it; the pace that was configured is not to blame.
+	} else if bare && k.rareThrottle(now, seq) {
 		if sig.HasWait {
 			k.resumeWithoutBurst(satAdd(now, int64(wait)))
 		}
 	} else if bare && !k.fleetPaced {
 		// (A fleet-paced key's is the fleet's: see Transport.learnShared.)
 		k.cut(bareThrottle{now: now, seq: seq, pausedTill: pausedTill, wait: wait, hasWait: sig.HasWait})
+	}
+	if sig.Throttled {
+		k.strike(now, seq, sig, wait)
 	}
 	k.align(now)
 	k.dispatch(now)
@@ -767,6 +785,12 @@ func (k *keyState) cut(b bareThrottle) {
 		n, span, known = k.model.sentSince(pausedTill, seq)
 		n++ // seq too: it found less than one left, so the rate is under (n+1-burst)/span
 	}
+	if k.strikes != nil && seq > k.strikes.after {
+		// A try, alone after a pause, throttled again: what was sent
+		// says nothing of the rate (a block goes on); the cut is from
+		// the pace the key had.
+		known = false
+	}
 	k.aimd.throttled(now, seq, k.sent, n, span, known, known && pausedTill > now-int64(time.Second))
 	k.sustain()
 	k.aimdB.Interval, k.aimdB.Burst, k.aimdB.Unweighted = k.aimd.interval(now), 1, true
@@ -774,6 +798,14 @@ func (k *keyState) cut(b bareThrottle) {
 	// for the end of the pause the server named, or else one interval
 	// at the new pace.
 	if b.hasWait {
+		// Nothing is sent during a pause longer than the climb back takes
+		// (a penalty box's): the climb starts at its end, or the pause
+		// would end at a rate doubled many times over, in a burst that
+		// meets the next one. A shorter one (a window's) is part of the
+		// cycle the climb measures.
+		if b.wait > aimdK {
+			k.aimd.climbFrom(satAdd(now, int64(b.wait)))
+		}
 		k.aimdB.TAT = satAdd(now, int64(b.wait))
 	} else {
 		k.aimdB.TAT = max(k.aimdB.TAT, satAdd(now, k.aimdB.Interval))

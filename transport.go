@@ -358,6 +358,7 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	if t.cfg.shared != nil {
 		t.shareHealth(ctx, c.key, k, hv, wasDown, wasProbe, downBefore)
 	}
+	k.strikeAnswered(&s.dep, err != nil || hv == hostDown || sig.Throttled)
 	k.seen()
 	if o != nil {
 		o.outage(ctx, c.req, c.key, k)
@@ -407,6 +408,7 @@ func (s *slot) unsent() {
 		s.done(outcomeExcluded)
 	}
 	s.k.settle(&s.dep, hostUnsent)
+	s.k.strikeAnswered(&s.dep, true)
 	s.k.unsentFirst(s.dep.seq)
 	s.k.unanswered(&s.dep)
 	s.k.release()

@@ -32,7 +32,7 @@ func Example() {
 	// 200 Retry-After=""
 	// 429 Retry-After="1"
 	// 200
-	// {Total:4 Admitted:3 Rejected:1 Early:0 Ignored:0 Outage:0 Errors:0 Resets:0 Blocked:0 Banned:0}
+	// {Total:4 Admitted:3 Rejected:1 Early:0 Ignored:0 Outage:0 Errors:0 Resets:0 Blocked:0 Banned:0 Bans:0}
 }
 
 func ExampleStart() {

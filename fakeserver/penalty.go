@@ -137,6 +137,7 @@ func (s *Server) violate(c *client, t int64) {
 	if len(v) == p.BanAfter && t-v[0] < int64(p.BanSpan) {
 		c.pen.bannedUntil = t + int64(p.Ban)
 		c.pen.violations = v[:0]
+		s.stats.Bans++
 	}
 }
 

@@ -128,6 +128,7 @@ func TestPenaltyBan(t *testing.T) {
 				assert.EqualValues(t, 3, st.Rejected)
 				assert.EqualValues(t, 3, st.Admitted, "the two between the violations")
 				assert.EqualValues(t, 1, st.Banned, "10 s after the third violation, at 30 s")
+				assert.EqualValues(t, 1, st.Bans)
 				time.Sleep(2 * time.Minute) // at 150 s
 				code, ra, body := penaltyGet(t, s)
 				assert.Equal(t, wantBan, code)

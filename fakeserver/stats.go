@@ -44,6 +44,8 @@ type Stats struct {
 	// Banned is the number of requests that arrived while their key was
 	// banned (see Penalty.BanAfter).
 	Banned int64 `json:"banned"`
+	// Bans is the number of bans imposed (not a request count).
+	Bans int64 `json:"bans"`
 }
 
 // Stats returns a snapshot of the server's counters.

@@ -32,12 +32,15 @@ func (r *Redis) loop() {
 func (r *Redis) beat() {
 	idle := r.now() - int64(r.idleAfter())
 	r.mu.Lock()
+	r.outs.mu.Lock() // a key's outage state goes with it
 	for k, ks := range r.keys {
 		if ks.lastUsed.Load() < idle {
 			delete(r.keys, k)
 			delete(r.byHash, ks.hashKey)
+			delete(r.outs.m, ks.hashKey)
 		}
 	}
+	r.outs.mu.Unlock()
 	r.mu.Unlock()
 	if r.usable(nil) != nil {
 		return

@@ -333,3 +333,38 @@ func TestOutageRecordIsValidated(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleKeysForgetTheirOutageState: the outage state a key's host had
+// in this process (made as soon as the Transport asks HostState) goes with
+// the key when the heartbeat forgets it idle: keys come and go, and the
+// outage states must not stay behind, one for every key ever used.
+func TestIdleKeysForgetTheirOutageState(t *testing.T) {
+	c := newClient(t, redisAddr(t))
+	q := newQuota(t, c)
+	const n = 100
+	for i := range n {
+		key := fmt.Sprint("key ", i)
+		q.state(key)
+		if down, _ := q.HostState(key); down {
+			t.Fatalf("%s is down", key)
+		}
+	}
+	if _, err := q.HostDown(context.Background(), "key 0", time.Second, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	q.mu.Lock()
+	for _, ks := range q.keys {
+		ks.lastUsed.Store(q.now() - 2*int64(q.idleAfter())) // idle for long
+	}
+	q.mu.Unlock()
+	q.beat()
+	q.mu.Lock()
+	keys := len(q.keys)
+	q.mu.Unlock()
+	q.outs.mu.Lock()
+	outs := len(q.outs.m)
+	q.outs.mu.Unlock()
+	if keys != 0 || outs != 0 {
+		t.Errorf("after every key went idle: %d keys, %d outage states held; want none", keys, outs)
+	}
+}

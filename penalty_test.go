@@ -1,0 +1,283 @@
+package headway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/headway-go/headway/fakeserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// penaltyResult is what one run against a server that punishes did.
+type penaltyResult struct {
+	st          fakeserver.Stats
+	failed      int64 // requests handed back without a 200
+	errs        []error
+	took, least time.Duration
+	lastSecond  int // admitted in the last second of the run
+}
+
+func (r penaltyResult) String() string {
+	return fmt.Sprintf("into the block %d, banned %d (bans %d), throttled %d, failed %d, took %v (least %v), last second %d",
+		r.st.Blocked, r.st.Banned, r.st.Bans, r.st.Rejected, r.failed, r.took.Round(time.Millisecond), r.least, r.lastSecond)
+}
+
+// penaltyServer is a limit of 10 a second with a burst of 10, 5 ms away,
+// that punishes as pen says.
+func penaltyServer(pen fakeserver.Penalty) *fakeserver.Server {
+	return fakeserver.New(fakeserver.Config{Limit: 10, Burst: 10, Penalty: pen,
+		Faults: fakeserver.Faults{Latency: 5 * time.Millisecond}})
+}
+
+// penaltyRun sends n GETs from workers goroutines through a Transport made
+// with opts to srv, in memory; a request handed back without a 200 counts
+// as failed and is sent again a second later (a 403 is given up), so that
+// all n are done. When outside is positive, another client of the same key
+// sends a burst straight to the server at that time: the key is
+// throttled while it believes itself within the limit.
+func penaltyRun(t *testing.T, srv *fakeserver.Server, n, workers int, outside time.Duration, opts ...Option) penaltyResult {
+	tr := New(srv.Transport(), opts...)
+	defer tr.CloseIdleConnections()
+	var next, failed atomic.Int64
+	var mu sync.Mutex
+	var oks []time.Time
+	var errs []error
+	start := time.Now()
+	var wg sync.WaitGroup
+	if outside > 0 {
+		wg.Go(func() {
+			time.Sleep(outside)
+			outsideBurst(t, srv)
+		})
+	}
+	for range workers {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				for {
+					resp, err := tr.RoundTrip(mustReq(t, "http://api.test/items"))
+					if err == nil {
+						drain(resp)
+					}
+					if err == nil && resp.StatusCode == http.StatusOK {
+						mu.Lock()
+						oks = append(oks, time.Now())
+						mu.Unlock()
+						break
+					}
+					failed.Add(1)
+					mu.Lock()
+					if err == nil {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+					errs = append(errs, err)
+					mu.Unlock()
+					if resp != nil && resp.StatusCode == http.StatusForbidden {
+						break // refused: the caller gives it up
+					}
+					time.Sleep(time.Second) // as a caller would: not a busy loop
+				}
+			}
+		})
+	}
+	wg.Wait()
+	r := penaltyResult{st: srv.Stats(), failed: failed.Load(), errs: errs, took: time.Since(start)}
+	// The least time: n at 10 a second after the burst of 10.
+	r.least = time.Duration(n-10) * 100 * time.Millisecond
+	if len(oks) > 0 {
+		end := oks[len(oks)-1]
+		for _, at := range oks {
+			if end.Sub(at) < time.Second {
+				r.lastSecond++
+			}
+		}
+	}
+	return r
+}
+
+var penaltyRetry = WithRetry(RetryOptions{MaxAttempts: 30, MaxElapsed: -1})
+
+// A block of 60 s restarted by every request in it, as each statement says
+// it: a key that knows its limit is throttled once by another client's
+// burst, and sends a handful of requests into the block (one at a time,
+// each after twice the pause before), loses none, and goes back to its
+// full pace after it.
+func TestABlockRestartedByEveryRequestSeesAHandfulOfThem(t *testing.T) {
+	for _, states := range []fakeserver.BlockStatement{fakeserver.StateBlockEnd, fakeserver.StateWindow, fakeserver.StateNothing} {
+		t.Run(states.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := penaltyServer(fakeserver.Penalty{Block: time.Minute, BlockStates: states, Extend: true})
+				r := penaltyRun(t, srv, 300, 8, 5*time.Second, penaltyRetry, WithLimit(PerSecond(10).WithBurst(10)))
+				r.least += time.Minute
+				t.Logf("%v", r)
+				assert.Zero(t, r.failed, "%v", r.errs)
+				// One request at a time, the pause doubling from 200ms (or
+				// the stated 1 s) until it outlasts the block: log2(60/0.2)
+				// and one, at most.
+				assert.LessOrEqual(t, r.st.Blocked, int64(10), "requests sent into the block")
+				assert.GreaterOrEqual(t, r.lastSecond, 9, "back at its full pace")
+				// The last try throttled came less than a block after the
+				// one before, so the pause after it is less than two
+				// blocks, and the tries before it took less than that: the
+				// key is through within four blocks of the throttle.
+				assert.Less(t, r.took, r.least+3*time.Minute+10*time.Second)
+			})
+		})
+	}
+}
+
+// The same block, for a key that knows nothing of its limit and learns it:
+// the block comes from its own bursts.
+func TestABlockRestartedByEveryRequestWhileLearning(t *testing.T) {
+	for _, states := range []fakeserver.BlockStatement{fakeserver.StateBlockEnd, fakeserver.StateWindow, fakeserver.StateNothing} {
+		t.Run(states.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := penaltyServer(fakeserver.Penalty{Block: time.Minute, BlockStates: states, Extend: true})
+				r := penaltyRun(t, srv, 300, 8, 0, penaltyRetry)
+				t.Logf("%v", r)
+				assert.Zero(t, r.failed, "%v", r.errs)
+				assert.LessOrEqual(t, r.st.Rejected, int64(4), "throttles that began a block")
+				// Those in flight when the first came (8 workers), and
+				// log2(60/0.2)+2 tries at most for each block.
+				assert.LessOrEqual(t, r.st.Blocked, 8+11*r.st.Rejected, "requests sent into the blocks")
+				assert.Less(t, r.took, 10*time.Minute)
+			})
+		})
+	}
+}
+
+// A stated block longer than the cap on server waits: the key does not
+// probe it every cap interval; its requests fail at once, unsent, with a
+// *WaitError that names the wait, until what is left fits the cap.
+func TestABlockLongerThanTheCapFailsRequestsUnsent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := penaltyServer(fakeserver.Penalty{Block: 5 * time.Minute, Extend: true})
+		tr := New(srv.Transport(), WithLimit(PerSecond(10).WithBurst(10)), WithMaxServerWait(time.Minute))
+		outsideBurst(t, srv) // another client spends the quota and more
+		start := time.Now()
+		resp, err := tr.RoundTrip(mustReq(t, "http://api.test/items"))
+		require.NoError(t, err)
+		drain(resp)
+		assert.Equal(t, 429, resp.StatusCode, "a wait over the cap goes back at once")
+		var sent int64
+		for time.Since(start) < 10*time.Minute {
+			before := srv.Stats().Total
+			resp, err := tr.RoundTrip(mustReq(t, "http://api.test/items"))
+			sent += srv.Stats().Total - before
+			if err == nil {
+				drain(resp)
+				if resp.StatusCode == 200 {
+					break
+				}
+				continue
+			}
+			var we *WaitError
+			require.ErrorAs(t, err, &we)
+			assert.True(t, we.Stated)
+			time.Sleep(10 * time.Second)
+		}
+		st := srv.Stats()
+		t.Logf("sent %d after the first, through at %v, %+v", sent, time.Since(start), st)
+		assert.LessOrEqual(t, st.Blocked, int64(2), "into the block: the first answer's and at most one try")
+		assert.Less(t, time.Since(start), 5*time.Minute+20*time.Second)
+	})
+}
+
+// A request whose deadline comes before the key's next try fails at once
+// with a *WaitError, unsent.
+func TestARequestThatCannotWaitForTheNextTryFailsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := penaltyServer(fakeserver.Penalty{Block: time.Minute, BlockStates: fakeserver.StateWindow, Extend: true})
+		tr := New(srv.Transport(), WithLimit(PerSecond(10).WithBurst(10)), WithRetry(RetryOptions{MaxAttempts: 1}))
+		outsideBurst(t, srv)
+		for range 2 { // two throttles in a row: the next try is 2 s away
+			resp, err := tr.RoundTrip(mustReq(t, "http://api.test/items"))
+			require.NoError(t, err)
+			drain(resp)
+			assert.Equal(t, 429, resp.StatusCode)
+		}
+		before := srv.Stats().Total
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := tr.RoundTrip(mustReq(t, "http://api.test/items").WithContext(ctx))
+		var we *WaitError
+		require.ErrorAs(t, err, &we)
+		assert.Zero(t, time.Since(start), "at once")
+		assert.Greater(t, we.Wait, we.Allowed)
+		assert.Equal(t, before, srv.Stats().Total, "unsent")
+	})
+}
+
+// A ban of 5 minutes after 3 violations within a minute, answered 403 with
+// Retry-After and a message (GitHub's secondary limit's shape): a key with
+// the published limit never meets it; one that learns meets it once at
+// most, and loses no request to it.
+func TestABanAfterRepeatedViolations(t *testing.T) {
+	ban := fakeserver.Penalty{BanAfter: 3, BanRetryAfter: true,
+		BanBody: `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}`}
+	t.Run("published", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := penaltyRun(t, penaltyServer(ban), 300, 8, 0, penaltyRetry, WithLimit(PerSecond(10).WithBurst(10)))
+			t.Logf("%v", r)
+			assert.Zero(t, r.failed)
+			assert.Zero(t, r.st.Rejected+r.st.Banned)
+			assert.Less(t, r.took, r.least+time.Second)
+		})
+	})
+	t.Run("learning", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := penaltyRun(t, penaltyServer(ban), 300, 8, 0, penaltyRetry)
+			t.Logf("%v", r)
+			assert.Zero(t, r.failed, "%v", r.errs)
+			assert.LessOrEqual(t, r.st.Bans, int64(1))
+			assert.LessOrEqual(t, r.st.Banned, int64(8), "into the ban: those in flight when it began")
+		})
+	})
+}
+
+// A ban answered with a bare 403 (no header, no body) is no rate limit a
+// client can tell: each request is sent once and handed back.
+func TestABare403IsNotRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := penaltyServer(fakeserver.Penalty{BanAfter: 1})
+		for range 11 {
+			drain(mustRoundTrip(t, srv.Transport(), "http://api.test/other"))
+		}
+		require.EqualValues(t, 1, srv.Stats().Bans)
+		tr := New(srv.Transport(), penaltyRetry)
+		for range 3 {
+			resp, err := tr.RoundTrip(mustReq(t, "http://api.test/items"))
+			require.NoError(t, err)
+			drain(resp)
+			assert.Equal(t, 403, resp.StatusCode)
+		}
+		assert.EqualValues(t, 3, srv.Stats().Banned, "each sent once")
+	})
+}
+
+// outsideBurst sends requests straight to srv until one is throttled: another
+// client of the same key, which spends its quota and more. It sends none
+// into the block it begins.
+func outsideBurst(t *testing.T, srv *fakeserver.Server) {
+	for {
+		resp := mustRoundTrip(t, srv.Transport(), "http://api.test/other")
+		drain(resp)
+		if resp.StatusCode != http.StatusOK {
+			return
+		}
+	}
+}
+
+func mustRoundTrip(t *testing.T, rt http.RoundTripper, url string) *http.Response {
+	t.Helper()
+	resp, err := rt.RoundTrip(mustReq(t, url))
+	require.NoError(t, err)
+	return resp
+}
