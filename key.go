@@ -228,7 +228,8 @@ func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 	} else if k.aimd.active {
 		d = k.aimdB.Earliest(d, n, cost)
 	}
-	if at, ok := k.window.probeAt(d, satAdd(k.window.lastAt, k.window.probeCap(int64(probeWait), k.firstAt))); ok {
+	pace, span := k.window.firstCycle(k.firstAt)
+	if at, ok := k.window.probeAt(d, satAdd(k.window.lastAt, k.window.probeCap(int64(probeWait), pace, span))); ok {
 		d = max(d, at) // until the answers to the ones before come (see answered)
 	}
 	return k.outageFloor(k.strikeFloor(d))

@@ -41,12 +41,16 @@ type scopeState struct {
 
 	cred    uint64 // the hash of its credential; 0 for none
 	mu      sync.Mutex
-	refs    int           // keys that point here
-	lastAt  int64         // when the last departure counted left
-	firstAt int64         // when the first departure counted left
-	rtt     int64         // the time its answers take, an average of the last few
-	sent    uint64        // departures counted so far; the last one's number
-	window  learnedWindow // the global window, from the global throttles
+	refs    int   // keys that point here
+	lastAt  int64 // when the last departure counted left
+	firstAt int64 // when the first departure counted left
+	// firstPace is what the window's first cycle let through a second,
+	// over firstSpan (see learnedWindow.firstCycle).
+	firstPace float64
+	firstSpan int64
+	rtt       int64         // the time its answers take, an average of the last few
+	sent      uint64        // departures counted so far; the last one's number
+	window    learnedWindow // the global window, from the global throttles
 }
 
 func (sc *scopeState) pause(until int64) {
@@ -80,7 +84,10 @@ func (sc *scopeState) earliestLocked(d int64) int64 {
 	if sc.window.on {
 		return max(d, sc.window.earliest(d))
 	}
-	if at, ok := sc.window.probeAt(d, satAdd(sc.lastAt, sc.window.probeCap(sc.holdFor(), sc.firstAt))); ok {
+	if pace, span := sc.window.firstCycle(sc.firstAt); pace > 0 {
+		sc.firstPace, sc.firstSpan = pace, span // kept: see learnedWindow.probeCap
+	}
+	if at, ok := sc.window.probeAt(d, satAdd(sc.lastAt, sc.window.probeCap(sc.holdFor(), sc.firstPace, sc.firstSpan))); ok {
 		return max(d, at)
 	}
 	return d

@@ -305,35 +305,47 @@ func (w *learnedWindow) stale(now int64) bool {
 }
 
 // learnStale is how long after the end of its last cycle a window being
-// learned is still worth keeping (see stale).
-const learnStale = int64(time.Minute)
+// learned is still worth keeping (see stale): as long as a cut pace is
+// (see aimd.idle), and long enough for the first cycle of a window of
+// minutes to be counted.
+const learnStale = int64(10 * time.Minute)
 
 // probeCap returns how long after the last departure a probe (see
 // probeAt) waits at most for the answers to the ones before, given how
-// long it would wait otherwise and when the first departure counted left
-// (0: unknown): no longer than an interval at the pace the cycles let
-// through, once the probes have gone on for longer than a cycle without a
-// throttle. One at a time, an answer apart, is slower than the window's
-// quota over its length once an answer takes longer than the length over
-// the quota (150 ms against 20 per 2 s, or 10 per 1 s): no window is
-// overrun again to say where it ends, so it is never learned, and the key
-// would send under the server's rate for good (0.5-0.67 of it). Before
-// that, the probes wait for answers: one throttle, not every one in
-// flight, ends a cycle.
+// long it would wait otherwise: no longer than an interval at the pace
+// the cycles let through, once the probes have gone on for longer than a
+// cycle without a throttle. One at a time, an answer apart, is slower than
+// the window's quota over its length once an answer takes longer than the
+// length over the quota (150 ms against 20 per 2 s, or 10 per 1 s): no
+// window is overrun again to say where it ends, so it is never learned,
+// and the key would send under the server's rate for good (0.3-0.67 of
+// it). Before that, the probes wait for answers: one throttle, not every
+// one in flight, ends a cycle.
 //
-// The pace is what the shortest cycles sustained; before two cycles are
-// counted, what the first let through from firstAt to the end of its
-// wait, at most a window plus an answer's time.
-func (w *learnedWindow) probeCap(wait, firstAt int64) int64 {
-	r, span := w.sustained(), w.minSpan
-	if r == 0 && w.prevEnd == 0 && w.first > 0 && firstAt != 0 && w.curEnd > firstAt {
-		span = w.curEnd - firstAt
-		r = w.first / (float64(span) / 1e9)
+// The pace is the faster of what the shortest cycles sustained and pace,
+// what a cycle of span let through (see firstCycle): a cycle counted while
+// the probes went slow lets through as little, and would keep them slow.
+func (w *learnedWindow) probeCap(wait int64, pace float64, span int64) int64 {
+	r, sp := w.sustained(), w.minSpan
+	if pace > r {
+		r, sp = pace, span
 	}
-	if r > 0 && w.lastAt-w.curEnd > span {
+	if r > 0 && w.lastAt-w.curEnd > sp {
 		wait = min(wait, int64(1e9/r))
 	}
 	return wait
+}
+
+// firstCycle returns, while the first cycle is the one counted, the pace
+// it let through from firstAt (when the first departure left) to the end
+// of its wait, at most a window plus an answer's time, and that span; 0s
+// otherwise.
+func (w *learnedWindow) firstCycle(firstAt int64) (pace float64, span int64) {
+	if w.prevEnd != 0 || w.first <= 0 || firstAt == 0 || w.curEnd <= firstAt {
+		return 0, 0
+	}
+	span = w.curEnd - firstAt
+	return w.first / (float64(span) / 1e9), span
 }
 
 // idle reports whether the window holds nothing a new one would not learn
