@@ -77,14 +77,16 @@ func (s *scrambleRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	left := int(math.Floor(s.tokens))
 	full := time.Duration((s.burst - s.tokens) / s.rate * float64(time.Second))
+	delay := s.delay(n, left)
+	wait := (time.Duration((1-s.tokens)/s.rate*1e9) + time.Second - 1) / time.Second
 	s.mu.Unlock()
 	h := http.Header{}
 	h.Set("RateLimit-Policy", fmt.Sprintf(`"default";q=%d;w=1`, int(s.rate)))
 	h.Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, left, (full+time.Second-1)/time.Second))
 	if status != http.StatusOK {
-		h.Set("Retry-After", strconv.Itoa(int((time.Duration((1-s.tokens)/s.rate*1e9)+time.Second-1)/time.Second)))
+		h.Set("Retry-After", strconv.Itoa(int(wait)))
 	}
-	time.Sleep(s.delay(n, left))
+	time.Sleep(delay)
 	return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: req}, nil
 }
 
