@@ -146,6 +146,21 @@
 // [SharedProber] (sharedquota's is) shares the outage among processes: the
 // fleet holds its queues and sends one probe at a time, not one per process.
 //
+// # Throttles in a row
+//
+// Some servers punish a client that exceeds their limit: they block its key
+// for much longer than their window, saying so, or naming only the
+// window's wait, or nothing, and some restart the block with each request
+// that arrives during it. So from a throttle on, until a request sent after
+// it gets another answer, a key sends one request at a time; each one
+// throttled again doubles the pause before the next (from the wait the
+// server named, or 200ms), up to [WithMaxServerWait]'s cap. A block of any
+// length, restarted by every request, sees a handful of them. A request
+// whose deadline comes before the next try fails at once with a
+// [*WaitError]. A 403 is a throttle only when the response says so
+// (Retry-After, a quota of 0 left, or a dialect's message, such as GitHub's
+// secondary limit); any other 403 is returned as it is, never retried.
+//
 // # Seeing it work
 //
 // [WithMeterProvider] reports OpenTelemetry metrics (queue wait, queue

@@ -2,9 +2,11 @@ package headway
 
 import (
 	"hash/maphash"
+	"maps"
 	"math/bits"
 	"net/http"
 	"sync"
+	"sync/atomic"
 )
 
 // A KeyFunc maps a request to its key. Requests with the same key share one
@@ -49,10 +51,16 @@ const (
 )
 
 type keyShard struct {
+	// read is a copy of m that get reads without a lock (an RWMutex's read
+	// lock is two atomic read-modify-writes a request); nil once a sweep
+	// began since it was made. Lookups it cannot answer take mu, and once
+	// they add up to m's size m is copied again: O(1) a miss, amortised.
+	read       atomic.Pointer[map[string]*keyState]
 	mu         sync.RWMutex
 	m          map[string]*keyState
 	sweepAfter int
-	_          [40]byte // keep shards on separate cache lines
+	misses     int     // lookups read could not answer since it was made; under mu
+	_          [8]byte // keep shards on separate cache lines
 }
 
 // shard returns the shard of key. The shard's map hashes the key again,
@@ -84,31 +92,38 @@ func le64(s string) uint64 {
 // request req if it is not there.
 func (kt *keyTable) get(key string, t *Transport, req *http.Request) *keyState {
 	s := kt.shard(key)
-	s.mu.RLock()
-	k := s.m[key]
-	s.mu.RUnlock()
-	if k != nil {
-		return k
+	if r := s.read.Load(); r != nil {
+		if k := (*r)[key]; k != nil {
+			return k
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if k = s.m[key]; k != nil {
-		return k
+	k := s.m[key]
+	if k == nil {
+		if s.m == nil {
+			s.m = make(map[string]*keyState)
+			s.sweepAfter = minSweepAfter
+		}
+		if len(s.m) >= s.sweepAfter {
+			s.sweep(t.now())
+		}
+		k = t.newKey(key, req)
+		s.m[key] = k
 	}
-	if s.m == nil {
-		s.m = make(map[string]*keyState)
-		s.sweepAfter = minSweepAfter
+	if s.misses++; s.misses >= len(s.m) {
+		r := maps.Clone(s.m)
+		s.read.Store(&r)
+		s.misses = 0
 	}
-	if len(s.m) >= s.sweepAfter {
-		s.sweep(t.now())
-	}
-	k = t.newKey(key, req)
-	s.m[key] = k
 	return k
 }
 
-// sweep drops the idle keys of s. Called with s.mu held.
+// sweep drops the idle keys of s. Called with s.mu held. A key is marked
+// evicted only after read is dropped: whoever finds it evicted and looks
+// again does not find it in read.
 func (s *keyShard) sweep(now int64) {
+	s.read.Store(nil)
 	for key, k := range s.m {
 		k.mu.Lock()
 		idle := k.idle(now)

@@ -74,6 +74,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		latency      = fs.Duration("latency", 0, "latency added to every response")
 		jitter       = fs.Duration("jitter", 0, "random extra latency, up to this much")
 		seed         = fs.Uint64("seed", 1, "seed of the random faults")
+
+		block         = fs.Duration("block", 0, "block a key this long after its limit rejects a request (0: none)")
+		blockStates   = fs.String("block-states", "block-end", "what rejections during a block state: block-end, window or nothing")
+		extend        = fs.Bool("extend", false, "each request during a block or ban restarts it")
+		banAfter      = fs.Int("ban-after", 0, "ban a key after this many violations within -ban-span (0: none)")
+		banSpan       = fs.Duration("ban-span", time.Minute, "the span -ban-after violations fall within")
+		ban           = fs.Duration("ban", 5*time.Minute, "length of a ban")
+		banStatus     = fs.Int("ban-status", 403, "status during a ban")
+		banRetryAfter = fs.Bool("ban-retry-after", false, "state the ban's end in Retry-After")
+		banBody       = fs.String("ban-body", "", "body of the answers during a ban (JSON)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -97,6 +107,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	states, err := fakeserver.ParseBlockStatement(*blockStates)
+	if err != nil {
+		return err
+	}
 	srv := fakeserver.New(fakeserver.Config{
 		Algorithm: alg,
 		Limit:     *rate,
@@ -117,6 +131,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			Latency:      *latency,
 			Jitter:       *jitter,
 			Seed:         *seed,
+		},
+		Penalty: fakeserver.Penalty{
+			Block: *block, BlockStates: states, Extend: *extend,
+			BanAfter: *banAfter, BanSpan: *banSpan, Ban: *ban, BanStatus: *banStatus,
+			BanRetryAfter: *banRetryAfter, BanBody: *banBody,
 		},
 	})
 	if *outageFor > 0 {
