@@ -3,7 +3,6 @@ package headway
 import (
 	"hash/maphash"
 	"maps"
-	"math/bits"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -40,7 +39,6 @@ func KeyByPath(req *http.Request) string { return req.URL.Host + req.URL.Path }
 // proportional to the keys in use, at O(1) amortised cost per new key.
 type keyTable struct {
 	seed   maphash.Seed
-	salt   uint64 // from seed: mixed into the choice of a shard
 	shards [keyShards]keyShard
 }
 
@@ -63,29 +61,11 @@ type keyShard struct {
 	_          [8]byte // keep shards on separate cache lines
 }
 
-// shard returns the shard of key. The shard's map hashes the key again,
-// so the shard is chosen by a cheaper mix of its length and of its first
-// and last eight bytes, where keys differ (hosts, paths, credentials): keys
-// that differ only in between share a shard, which costs them only its lock.
+// shard returns the shard of key, from a hash of the whole key: keys that
+// differ anywhere (an ID in the middle of a path, say) spread over the
+// shards, so that neither their lock nor a sweep is shared by all of them.
 func (kt *keyTable) shard(key string) *keyShard {
-	x := kt.salt ^ uint64(len(key))
-	if n := len(key); n >= 8 {
-		x ^= le64(key) ^ bits.RotateLeft64(le64(key[n-8:]), 31)
-	} else {
-		for i := 0; i < n; i++ {
-			x ^= uint64(key[i]) << (8 * i)
-		}
-	}
-	x *= 0x9e3779b97f4a7c15 // Fibonacci hashing: the top bits mix all of x
-	return &kt.shards[x>>(64-keyShardBits)]
-}
-
-// le64 returns the first eight bytes of s, which has as many at least, as
-// a little-endian number.
-func le64(s string) uint64 {
-	_ = s[7]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+	return &kt.shards[maphash.String(kt.seed, key)>>(64-keyShardBits)]
 }
 
 // get returns the keyState of key, creating it for t from its first

@@ -2,6 +2,7 @@ package headway
 
 import (
 	"fmt"
+	"hash/maphash"
 	"io"
 	"net/http"
 	"strings"
@@ -192,4 +193,30 @@ func TestAThrottleLongPastDoesNotPinItsKey(t *testing.T) {
 			t.Errorf("%d keys held of %d, most of them throttled once long ago", held, n)
 		}
 	})
+}
+
+// TestKeysSpreadOverTheShards: keys that differ only in the middle (an ID
+// in a path, the usual KeyByPath key) spread over every shard as evenly as
+// keys that differ at their ends, so that no one lock or sweep serves them
+// all.
+func TestKeysSpreadOverTheShards(t *testing.T) {
+	shapes := []string{
+		"api.example.com/channels/%d/messages",
+		"api.github.com/repos/owner/repo%d/issues",
+		"host%d.test",
+		"%d",
+	}
+	for _, shape := range shapes {
+		kt := &keyTable{seed: maphash.MakeSeed()}
+		var counts [keyShards]int
+		for i := range 100 * keyShards {
+			s := kt.shard(fmt.Sprintf(shape, i))
+			counts[(uintptr(unsafe.Pointer(s))-uintptr(unsafe.Pointer(&kt.shards[0])))/unsafe.Sizeof(kt.shards[0])]++
+		}
+		// 100 a shard on average; a uniform hash stays within 5 standard
+		// deviations (10) of it.
+		for i, n := range counts {
+			assert.InDelta(t, 100, n, 50, "%q: shard %d holds %d of %d keys", shape, i, n, 100*keyShards)
+		}
+	}
 }

@@ -65,7 +65,6 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		t.fleet, _ = cfg.shared.(SharedProber)
 	}
 	t.keys.seed = maphash.MakeSeed()
-	t.keys.salt = maphash.Comparable(t.keys.seed, 0)
 	if t.obs = newObserver(cfg.obs); t.obs != nil && t.obs.m != nil {
 		t.obs.m.register(t)
 	}
