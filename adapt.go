@@ -260,7 +260,17 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 			gap = min(max(now-rec.at, 0), maxGap)
 		}
 		if at > m.resetSeen {
-			turned := m.window && m.resetSeen > 0 && at-m.resetSeen > m.answerResolution()
+			// The instant named lies between the departure's plus the reset
+			// and at: a later window only if even the earlier is past the
+			// end seen. (Answers of one window that came back slower name
+			// later instants by their flight's jitter, 50-100 ms on a
+			// loaded or distant link: taken for turns, they measured
+			// periods of a few ms, and the model refilled every few ms.)
+			lo := at
+			if gap >= 0 {
+				lo = at - gap
+			}
+			turned := m.window && m.resetSeen > 0 && lo-m.resetSeen > m.answerResolution()
 			if turned || m.resetSeen == 0 {
 				m.gap = 0
 				if gap >= 0 {

@@ -429,6 +429,7 @@ func (k *keyState) abandon(w *waiter) {
 		k.pacer.giveBack(now, w.cost)
 		k.releaseLocked(now)
 		k.settleLocked(now, w.dep.seq, hostUnsent) // what was out is still unanswered
+		k.strikeUnsent(w.dep.seq)
 		k.seen()
 	} else if len(w.ready) == 0 {
 		k.queue.remove(w)

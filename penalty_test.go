@@ -281,3 +281,32 @@ func mustRoundTrip(t *testing.T, rt http.RoundTripper, url string) *http.Respons
 	require.NoError(t, err)
 	return resp
 }
+
+// A try whose caller gives up while it waits to leave, admitted at the
+// instant its context ended, does not hold the key's next tries.
+func TestAnAbandonedTryDoesNotHoldTheKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := penaltyServer(fakeserver.Penalty{Block: 2 * time.Second, BlockStates: fakeserver.StateNothing})
+		tr := New(srv.Transport(), WithLimit(PerSecond(10).WithBurst(10)), WithRetry(RetryOptions{MaxAttempts: 1}))
+		outsideBurst(t, srv)
+		for range 2 {
+			resp, err := tr.RoundTrip(mustReq(t, "http://api.test/items"))
+			require.NoError(t, err)
+			drain(resp)
+		}
+		// Callers that give up at the very instant their try may leave.
+		for range 20 {
+			ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+			resp, err := tr.RoundTrip(mustReq(t, "http://api.test/items").WithContext(ctx))
+			if err == nil {
+				drain(resp)
+			}
+			cancel()
+		}
+		time.Sleep(time.Minute)
+		resp, err := tr.RoundTrip(mustReq(t, "http://api.test/items"))
+		require.NoError(t, err)
+		drain(resp)
+		assert.Equal(t, 200, resp.StatusCode, "the key goes on once the block is over")
+	})
+}

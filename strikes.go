@@ -127,6 +127,14 @@ func (k *keyState) strikeInitial() time.Duration {
 	return defaultProbeInterval
 }
 
+// strikeUnsent notes, under k.mu, that departure seq was not sent: if it
+// was the try, the next one may go when it was due.
+func (k *keyState) strikeUnsent(seq uint64) {
+	if s := k.strikes; s != nil && s.trying && s.try == seq {
+		s.trying = false
+	}
+}
+
 // strikeAnswered takes in an answer to dep that was no throttle (throttled
 // false), or no answer at all (a transport error, or unsent: failed true).
 // The test of a key without strikes is inlined.
