@@ -61,6 +61,9 @@ import (
 // kept back, which a run of right predictions shrinks again.
 type serverModel struct {
 	known bool // a response has stated a remaining quota
+	// sinceReset is the departures since the answer that named resetAt
+	// (left before it): the server may count them after it.
+	sinceReset int32
 
 	tokens  float64 // requests left at time at, less those sent since
 	at      int64
@@ -77,6 +80,11 @@ type serverModel struct {
 	held        bool // the model held a request back (set by the key)
 	spread      bool // spread what remains evenly instead of spending it at once
 	rateStated  bool // rate comes from a policy, not from measurement
+	// msReset: an answer stated its reset to the millisecond and not in
+	// whole seconds, so the key's resets are precise even when one
+	// happens to be a whole number of seconds (a request counted right at
+	// a boundary of windows aligned to whole seconds).
+	msReset bool
 
 	resetSeen int64   // the latest reset instant stated so far
 	lastLeft  float64 // the remaining count of the last answer
@@ -184,7 +192,15 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 		m.admitted++
 	}
 	if !sig.HasRemaining {
+		m.answeredDep(seq)
 		return
+	}
+	if m.secondReset && m.msReset {
+		// Its other answers stated their resets to the millisecond: one
+		// that is whole seconds (of the delta, or of the server's clock) is
+		// a request counted at a boundary aligned to whole seconds, not a
+		// reset rounded to the second.
+		m.secondReset = false
 	}
 	left := float64(sig.Remaining)
 	m.cap = max(m.cap, left+1)
@@ -237,6 +253,9 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 			m.window, m.coarse, m.lo, m.hi = false, true, 0, 0
 		}
 	}
+	if sig.Reset > 0 && !m.secondReset && sig.Reset%time.Second != 0 {
+		m.msReset = true
+	}
 	if sig.Reset > 0 && !m.window {
 		m.stays(now, left, sig.Reset)
 	}
@@ -286,6 +305,7 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 				m.period = (at + m.offset) - (m.resetSeen + m.seenOffset)
 			}
 			m.resetSeen, m.resetAt, m.seenOffset = at, at, m.offset
+			m.sinceReset = 0
 			if turned {
 				m.winMin, m.turnAt = math.Inf(1), now
 				if rec.seq == seq {
@@ -340,7 +360,7 @@ const stillTolerance = int64(10 * time.Millisecond)
 // again: its burst at once, then a wait for the refill, much the same
 // rate.)
 func (m *serverModel) stays(now int64, left float64, reset time.Duration) {
-	if m.secondReset || reset%time.Second == 0 || m.resetSeen == 0 || left == m.lastLeft {
+	if m.secondReset || m.wholeSeconds(reset) || m.resetSeen == 0 || left == m.lastLeft {
 		return
 	}
 	if left > m.lastLeft && now-m.lastAt > stillTolerance {
@@ -366,6 +386,17 @@ func (m *serverModel) groupPred(rec *depRecord) (pred float64, alone bool) {
 		}
 	}
 	return pred, alone
+}
+
+// answeredDep marks departure seq answered, if it is remembered: an answer
+// that stated no quota (a throttle of another limit, a global one) still
+// says the request is no longer in flight.
+func (m *serverModel) answeredDep(seq uint64) {
+	if m.deps != nil {
+		if r := &m.deps[seq%depRing]; r.seq == seq {
+			r.done = true
+		}
+	}
 }
 
 // pending returns the departures not answered yet.
@@ -432,7 +463,7 @@ func (m *serverModel) correct(now, at int64, e float64) {
 // measured against an estimate of the server's clock), is known to within
 // a second either way; any other to within a millisecond.
 func (m *serverModel) bound(left float64, reset time.Duration) {
-	lo, hi := rateBounds(m.cap, left, reset, m.coarse || reset%time.Second == 0)
+	lo, hi := rateBounds(m.cap, left, reset, m.coarse || m.wholeSeconds(reset))
 	if (m.hi > 0 && lo > m.hi) || (hi > 0 && hi < m.lo) {
 		// Bounds that contradict the earlier ones: the resets are coarser
 		// than they look, the limit changed, or the server resets windows
@@ -454,6 +485,13 @@ func (m *serverModel) bound(left float64, reset time.Duration) {
 	if !m.rateStated {
 		m.rate = m.clamp(m.rate)
 	}
+}
+
+// wholeSeconds reports whether reset is to be read as stated to the second:
+// a whole number of seconds from a key none of whose answers stated one
+// to the millisecond.
+func (m *serverModel) wholeSeconds(reset time.Duration) bool {
+	return reset%time.Second == 0 && !m.msReset
 }
 
 // rateBounds returns the bounds on the refill rate (per nanosecond) of a
@@ -518,6 +556,12 @@ func (m *serverModel) level(now int64) float64 {
 	t := m.tokens
 	if m.rate > 0 {
 		t = min(m.cap, t+m.rate*float64(max(now-m.at, 0)))
+		if m.resetAt > m.at && now >= m.resetAt {
+			// A stated reset refills the bucket whatever the rate measured
+			// says (a rate measured from sparse demand is only a lower
+			// bound), less the departures the server may count after it.
+			t = max(t, min(m.cap, m.cap-float64(m.sinceReset)+m.rate*float64(now-m.resetAt)))
+		}
 	} else if m.resetAt > 0 && now >= m.resetAt && t < m.cap {
 		t = m.cap
 	} else if now < m.resetAt && now >= m.resetAt-int64(m.gap) {
@@ -561,7 +605,11 @@ func (m *serverModel) earliest(now int64, n float64) int64 {
 	case level >= need:
 		return d
 	case m.rate > 0:
-		return satAdd(d, int64(math.Ceil((need-level)/m.rate)))
+		at := satAdd(d, int64(math.Ceil((need-level)/m.rate)))
+		if m.resetAt > d && m.resetAt < at && m.level(m.resetAt) >= need {
+			at = m.resetAt // the stated reset refills it sooner
+		}
+		return at
 	case m.resetAt > d:
 		if n > m.cap {
 			return math.MaxInt64
@@ -603,6 +651,9 @@ func (m *serverModel) take(now int64, seq uint64) {
 	now = max(now, m.at)
 	level := m.level(now)
 	m.tokens, m.at, m.lastTake = level-1, now, now
+	if now < m.resetAt && m.sinceReset < math.MaxInt32 {
+		m.sinceReset++
+	}
 	if m.resetAt > 0 && now >= m.resetAt {
 		// The reset is taken into tokens; a window's next one is a period on.
 		m.resetAt = 0

@@ -716,6 +716,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 			// the bucket did not count it.
 			dep.sub.m.correct(now, dep.at, 1)
 		}
+		dep.sub.m.answeredDep(dep.subSeq)
 	default:
 		k.model.secondReset, k.model.offset = coarse, int64(rc.reset)
 		k.model.observe(now, seq, k.sent, sig)
