@@ -511,6 +511,18 @@ func (k *keyState) dispatchQueue(now int64) {
 			k.arm(now, d)
 			return
 		}
+		// d may lie before now (the pacer's clock runs from the arrival),
+		// but the server counts the request when it leaves: what its
+		// model holds then says, not what it held at d. Another
+		// constraint that moved d (the scope's window, say) may have
+		// moved it past a boundary the model was asked about before.
+		if m, _ := k.modelFor(w.route); m.known {
+			if md := m.earliest(now, 1); md > now {
+				m.held = true
+				k.arm(now, md)
+				return
+			}
+		}
 		if !k.take(d, now, w.cost, w.route, &w.dep) {
 			// Another key of its scope took the slot since: look again
 			// when the scope lets the next go.
