@@ -87,8 +87,8 @@ type serverModel struct {
 	msReset bool
 
 	resetSeen int64   // the latest reset instant stated so far
-	lastLeft  float64 // the remaining count of the last answer
-	lastAt    int64   // when the last answer came
+	seenLeft  float64 // the remaining count stated with resetSeen
+	seenAt    int64   // when the answer that stated resetSeen came
 	still     int32   // answers in a row whose reset stayed put while the quota drained
 	// gap: with window, how long before resetAt the window may end. An
 	// answer's reset was stated between its request's departure and its
@@ -262,7 +262,6 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 	if sig.Reset > 0 && !m.window {
 		m.bound(left, sig.Reset)
 	}
-	m.lastLeft, m.lastAt = left, now
 	if !m.rateStated && !m.window {
 		m.remeasure(now)
 	}
@@ -305,6 +304,7 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 				m.period = (at + m.offset) - (m.resetSeen + m.seenOffset)
 			}
 			m.resetSeen, m.resetAt, m.seenOffset = at, at, m.offset
+			m.seenLeft, m.seenAt = left, now
 			m.sinceReset = 0
 			if turned {
 				m.winMin, m.turnAt = math.Inf(1), now
@@ -359,11 +359,18 @@ const stillTolerance = int64(10 * time.Millisecond)
 // more, is then paced as a window that resets when the bucket is full
 // again: its burst at once, then a wait for the refill, much the same
 // rate.)
+//
+// The answer is compared with the one that stated the latest reset, not
+// with the last to come: answers to requests in flight together come back
+// in any order, and other clients spend the same quota, so the last to
+// come may have been counted much earlier, with more left and an earlier
+// reset. Two answers that state the same reset and the same remaining say
+// nothing drained between them, whatever came in between.
 func (m *serverModel) stays(now int64, left float64, reset time.Duration) {
-	if m.secondReset || m.wholeSeconds(reset) || m.resetSeen == 0 || left == m.lastLeft {
+	if m.secondReset || m.wholeSeconds(reset) || m.resetSeen == 0 || left == m.seenLeft {
 		return
 	}
-	if left > m.lastLeft && now-m.lastAt > stillTolerance {
+	if left > m.seenLeft && now-m.seenAt > stillTolerance {
 		return // a bucket that refilled: its reset stays put too
 	}
 	if at := satAdd(now, int64(reset)); abs64(at-m.resetSeen) <= stillTolerance {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/headway-go/headway/ratelimitheader"
 )
 
 // scrambleRT is a token bucket server (rate per second, burst) behind a
@@ -228,6 +230,88 @@ func TestReorderedAnswersWithOtherClients(t *testing.T) {
 					}
 				})
 			})
+		}
+	}
+}
+
+// TestServerModelKeepsAStatedRefillThroughReorderedCounts drives the
+// model alone with what one client of a fleet reads from a bucket of
+// 20/s with a burst of 10 that states its policy (q=20 w=1) and, to the
+// second, when it is full again (t=1): the client departs as the model
+// allows, its answers come back 5-30 ms later in any order, and other
+// clients spend 0-3 of the quota before each of its requests, so the
+// remaining counts jump up and down. Nothing of that is a fixed window:
+// the model must keep the stated refill and never hold a request longer
+// than the refill of its whole burst. The same with the reset stated to
+// the millisecond (the time until full when the request was counted).
+func TestServerModelKeepsAStatedRefillThroughReorderedCounts(t *testing.T) {
+	ms := int64(time.Millisecond)
+	for _, coarse := range []bool{true, false} {
+		for seed := uint64(1); seed <= 20; seed++ {
+			rng := rand.New(rand.NewPCG(seed, 11))
+			var m serverModel
+			type answer struct {
+				at     int64
+				seq    uint64
+				left   int64
+				full   time.Duration
+				sentAt int64
+			}
+			var inflight []answer
+			var seq uint64
+			tokens, last := 10.0, int64(0)
+			longest, waitFrom := int64(0), int64(-1)
+			for now := int64(0); now < 5000*ms; now += ms {
+				// Answers due, in the order they arrive.
+				for i := 0; i < len(inflight); {
+					if a := inflight[i]; a.at <= now {
+						reset := time.Second
+						if !coarse {
+							reset = max(a.full-time.Duration(now-a.sentAt), time.Millisecond).Round(time.Millisecond)
+						}
+						m.secondReset = coarse
+						m.observe(now, a.seq, seq, &ratelimitheader.Signal{
+							Limit: 20, Period: time.Second, HasRemaining: true, Remaining: a.left, Reset: reset,
+						})
+						inflight = append(inflight[:i], inflight[i+1:]...)
+						continue
+					}
+					i++
+				}
+				if m.window {
+					t.Fatalf("coarse %v seed %d: taken for a fixed window at %d ms", coarse, seed, now/ms)
+				}
+				if e := m.earliest(now, 1); e > now {
+					if waitFrom < 0 {
+						waitFrom = now
+					}
+					continue
+				}
+				if waitFrom >= 0 {
+					longest = max(longest, now-waitFrom)
+					waitFrom = -1
+				}
+				if len(inflight) >= 4 {
+					continue // 4 workers
+				}
+				tokens = min(10, tokens+20*float64(now-last)/1e9)
+				last = now
+				tokens = max(tokens-float64(rng.IntN(4)), 0) // the others
+				seq++
+				m.take(now, seq)
+				if tokens >= 1 {
+					tokens--
+				}
+				full := time.Duration((10 - tokens) / 20 * 1e9)
+				inflight = append(inflight, answer{now + 5*ms + rng.Int64N(25*ms), seq, int64(tokens), full, now})
+			}
+			if m.rate != 20/1e9 {
+				t.Errorf("seed %d: rate %g per ns, want the stated 20/s", seed, m.rate)
+			}
+			if longest > 500*ms {
+				t.Errorf("seed %d: held a request for %d ms", seed, longest/ms)
+			}
+			t.Logf("coarse %v seed %d: %d sent in 5 s, longest hold %d ms", coarse, seed, seq, longest/ms)
 		}
 	}
 }
