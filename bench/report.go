@@ -46,7 +46,7 @@ func Report(results []Result, s Scenario, m Machine, took time.Duration) string 
 	p("one limit for all requests, and answers each request after 5 to 10 ms (seeded jitter).\n")
 	p("- The client sends **%d GETs from %d goroutines**, each goroutine one request after the other, through one shared `http.Client`.\n", s.N, s.Workers)
 	p("- A request the client hands back failed (an error, or a status other than 200 after the client's own retries) is counted as failed and **not sent again** by the caller.\n")
-	p("- Everything runs in virtual time, inside a [`testing/synctest`](https://pkg.go.dev/testing/synctest) bubble over the server's in-memory transport ")
+	p("- Everything runs in virtual time, inside a `testing/synctest` bubble over the server's in-memory transport ")
 	p("(`Server.Transport`): the clients only use timers, sleeps and `time.Now`, which the bubble fakes, so a minute of traffic takes a fraction of a second ")
 	p("and the numbers do not depend on the machine's speed. Goroutine scheduling still varies, so a rerun can move a number slightly.\n\n")
 
