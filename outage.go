@@ -447,24 +447,5 @@ func (k *keyState) failLate(now int64) {
 	if !ok || next == math.MaxInt64 {
 		return
 	}
-	for w := k.queue.head; w != nil; {
-		nw := w.next
-		if w.deadline != 0 && w.deadline < next {
-			k.queue.remove(w)
-			w.err = k.probeWaitError(now, w.deadline-now)
-			w.ready <- struct{}{}
-		}
-		w = nw
-	}
-}
-
-// probeWaitError is the error of a request that cannot wait for k's next
-// probe, having allowed left to wait. Called under k.mu.
-func (k *keyState) probeWaitError(now, allowed int64) *WaitError {
-	next, _ := k.nextProbe()
-	return &WaitError{
-		Wait:      time.Duration(next - now),
-		Allowed:   time.Duration(max(allowed, 0)),
-		NextProbe: k.env.wall(next),
-	}
+	k.failBefore(now, next, k.env.wall(next))
 }

@@ -101,17 +101,23 @@ func (k *keyState) strike(now int64, seq uint64, sig *ratelimitheader.Signal, wa
 	if k.aimd.active && s.n > 1 {
 		k.aimd.climbFrom(s.next) // nothing is sent until then
 	}
-	k.failBefore(now, s.next)
+	k.failBefore(now, s.next, time.Time{})
 }
 
 // failBefore fails, at once, the waiters of k whose deadline comes before
-// next, when k's next request may leave. Called under k.mu.
-func (k *keyState) failBefore(now, next int64) {
+// next, when k's next request may leave: with a *WaitError whose
+// NextProbe is nextProbe (zero when next is not a probe's). Called under
+// k.mu.
+func (k *keyState) failBefore(now, next int64, nextProbe time.Time) {
 	for w := k.queue.head; w != nil; {
 		nw := w.next
 		if w.deadline != 0 && w.deadline < next {
 			k.queue.remove(w)
-			w.err = &WaitError{Wait: time.Duration(next - now), Allowed: time.Duration(max(w.deadline-now, 0))}
+			w.err = &WaitError{
+				Wait:      time.Duration(next - now),
+				Allowed:   time.Duration(max(w.deadline-now, 0)),
+				NextProbe: nextProbe,
+			}
 			w.ready <- struct{}{}
 		}
 		w = nw
