@@ -279,9 +279,16 @@ func TestRecoverySpendsTheSharesOfThoseNotBack(t *testing.T) {
 		}
 		return d
 	}
-	for _, g := range gaps() {
-		if g < 150*time.Millisecond {
-			t.Fatalf("with b not back, a's departures are %v apart, want 2 intervals (200ms)", g)
+	// b's heartbeat runs on its own and may announce b again while a
+	// reserves on a loaded machine: the gaps tell only if b stayed away.
+	measured := gaps()
+	if back := a.liveNow.Load(); back >= 2 {
+		t.Logf("b was announced again while a reserved (%d live): gaps %v not judged", back, measured)
+	} else {
+		for _, g := range measured {
+			if g < 150*time.Millisecond {
+				t.Fatalf("with b not back, a's departures are %v apart, want 2 intervals (200ms)", g)
+			}
 		}
 	}
 	waitFor(t, 10*time.Second, func() bool { // b is back
