@@ -60,9 +60,9 @@ func TestRecoveryReconciles(t *testing.T) {
 	if p, err := b.PausedFor(context.Background(), "p"); err != nil || p < 15*time.Second {
 		t.Fatalf("after recovery, b sees a pause of %v (%v), want the one a held (20s)", p, err)
 	}
-	if a.Live("k") != 2 {
-		t.Fatalf("a counts %d processes, want 2", a.Live("k"))
-	}
+	// a counts b again once a heartbeat of its own has seen b's: the
+	// largest of a's last three looks may all predate b's return.
+	waitFor(t, 10*time.Second, func() bool { return a.Live("k") == 2 })
 }
 
 // TestOneHeartbeatPerRound: a process using many keys announces itself in
