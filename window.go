@@ -349,9 +349,17 @@ func (w *learnedWindow) firstCycle(firstAt int64) (pace float64, span int64) {
 }
 
 // idle reports whether the window holds nothing a new one would not learn
-// again at now: none is in use, nor being learned but from a cycle long
-// past (see stale).
-func (w *learnedWindow) idle(now int64) bool { return !w.on && (w.curEnd == 0 || w.stale(now)) }
+// again at now, or nothing worth the memory: none is in use but one unused
+// for learnStale (or two of its periods, if longer), nor being learned but
+// from a cycle long past (see stale). A key per path that learned a window
+// once does not stay in the key table forever; used again, it learns the
+// window again, as a cut pace is forgotten after as long (see aimd.idle).
+func (w *learnedWindow) idle(now int64) bool {
+	if w.on {
+		return now-w.lastAt > max(learnStale, satMul(2, w.period))
+	}
+	return w.curEnd == 0 || w.stale(now)
+}
 
 func abs64(x int64) int64 {
 	if x < 0 {

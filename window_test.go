@@ -78,6 +78,11 @@ func TestLearnedWindowFromTheSpacingOfThrottles(t *testing.T) {
 	assert.Equal(t, 4003*ms, w.earliest(3500*ms))
 	w.throttled(4004*ms, first+2, sent)
 	assert.Equal(t, 18.0, w.limit)
+	// A window in use holds its key while it is used, and for as long as
+	// a cut pace would after the last departure; no longer.
+	last := 3002*ms + 19*ms
+	assert.False(t, w.idle(last+learnStale), "a window used 10 minutes ago is kept")
+	assert.True(t, w.idle(last+learnStale+ms), "a window unused for longer is forgotten with its key")
 }
 
 // Routes that the server says share a bucket share its model: /a spends
