@@ -2,7 +2,6 @@ package headway
 
 import (
 	"hash/maphash"
-	"maps"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -53,7 +52,7 @@ type keyShard struct {
 	// lock is two atomic read-modify-writes a request); nil once a sweep
 	// began since it was made. Lookups it cannot answer take mu, and once
 	// they add up to m's size m is copied again: O(1) a miss, amortised.
-	read       atomic.Pointer[map[string]*keyState]
+	read       atomic.Pointer[readTable]
 	mu         sync.RWMutex
 	m          map[string]*keyState
 	sweepAfter int
@@ -61,19 +60,23 @@ type keyShard struct {
 	_          [8]byte // keep shards on separate cache lines
 }
 
-// shard returns the shard of key, from a hash of the whole key: keys that
+// hash returns the hash of the whole key that chooses its shard: keys that
 // differ anywhere (an ID in the middle of a path, say) spread over the
 // shards, so that neither their lock nor a sweep is shared by all of them.
-func (kt *keyTable) shard(key string) *keyShard {
-	return &kt.shards[maphash.String(kt.seed, key)>>(64-keyShardBits)]
-}
+// A shard's read copy finds the key by the same hash: a look-up hashes its
+// key once.
+func (kt *keyTable) hash(key string) uint64 { return maphash.String(kt.seed, key) }
+
+// shard returns the shard of a key of hash h.
+func (kt *keyTable) shard(h uint64) *keyShard { return &kt.shards[h>>(64-keyShardBits)] }
 
 // get returns the keyState of key, creating it for t from its first
 // request req if it is not there.
 func (kt *keyTable) get(key string, t *Transport, req *http.Request) *keyState {
-	s := kt.shard(key)
+	h := kt.hash(key)
+	s := kt.shard(h)
 	if r := s.read.Load(); r != nil {
-		if k := (*r)[key]; k != nil {
+		if k := r.find(h, key); k != nil {
 			return k
 		}
 	}
@@ -92,11 +95,53 @@ func (kt *keyTable) get(key string, t *Transport, req *http.Request) *keyState {
 		s.m[key] = k
 	}
 	if s.misses++; s.misses >= len(s.m) {
-		r := maps.Clone(s.m)
-		s.read.Store(&r)
+		s.read.Store(newReadTable(kt, s.m))
 		s.misses = 0
 	}
 	return k
+}
+
+// readTable is a shard's read copy: the keys of its map by their hash
+// (see keyTable.hash), in open addressing with linear probing, at most
+// half full. It is never written once made.
+type readTable struct {
+	mask  uint64
+	slots []readSlot
+}
+
+type readSlot struct {
+	hash uint64
+	key  string
+	k    *keyState // nil: an empty slot
+}
+
+// newReadTable returns a read copy of m, the map of a shard of kt.
+func newReadTable(kt *keyTable, m map[string]*keyState) *readTable {
+	n := 8
+	for n < 2*len(m) {
+		n *= 2
+	}
+	r := &readTable{mask: uint64(n - 1), slots: make([]readSlot, n)}
+	for key, k := range m {
+		h := kt.hash(key)
+		i := h & r.mask
+		for r.slots[i].k != nil {
+			i = (i + 1) & r.mask
+		}
+		r.slots[i] = readSlot{hash: h, key: key, k: k}
+	}
+	return r
+}
+
+// find returns the keyState of key, whose hash is h; nil if r does not
+// hold it.
+func (r *readTable) find(h uint64, key string) *keyState {
+	for i := h & r.mask; ; i = (i + 1) & r.mask {
+		s := &r.slots[i]
+		if s.k == nil || s.hash == h && s.key == key {
+			return s.k
+		}
+	}
 }
 
 // sweep drops the idle keys of s. Called with s.mu held. A key is marked

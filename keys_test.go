@@ -210,7 +210,7 @@ func TestKeysSpreadOverTheShards(t *testing.T) {
 		kt := &keyTable{seed: maphash.MakeSeed()}
 		var counts [keyShards]int
 		for i := range 100 * keyShards {
-			s := kt.shard(fmt.Sprintf(shape, i))
+			s := kt.shard(kt.hash(fmt.Sprintf(shape, i)))
 			counts[(uintptr(unsafe.Pointer(s))-uintptr(unsafe.Pointer(&kt.shards[0])))/unsafe.Sizeof(kt.shards[0])]++
 		}
 		// 100 a shard on average; a uniform hash stays within 5 standard
