@@ -186,8 +186,14 @@ func (p *pacer) countInWindows(now int64, mask uint64, counts func(i int) int64,
 func (p *pacer) pause(until int64) { p.pauseUntil = max(p.pauseUntil, until) }
 
 // tooBig reports the first limit whose burst is smaller than cost: such a
-// request could never leave.
-func (p *pacer) tooBig(cost int64) (int, bool) { return p.buckets.TooBig(cost) }
+// request could never leave. Every burst is at least 1 (see Limit.burst),
+// so a request of cost 1 or less, the usual, fits all of them.
+func (p *pacer) tooBig(cost int64) (int, bool) {
+	if cost <= 1 {
+		return 0, false
+	}
+	return p.buckets.TooBig(cost)
+}
 
 // idle reports whether the pacer holds nothing at now: every bucket is full
 // and no pause lasts. An idle pacer is the same as a new one.
