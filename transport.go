@@ -318,6 +318,9 @@ func (emptyBody) Close() error             { return nil }
 // given back; after a response it is held until the response is answered
 // or retried.
 func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*http.Response, outageVerdict, error) {
+	if c.t.obs == nil && c.t.cfg.shared == nil && s.k.br == nil {
+		return c.sendPlain(s, out, sig)
+	}
 	t, k, o, ctx := c.t, s.k, c.t.obs, c.ctx
 	wasDown := k.isDown()
 	wasProbe := wasDown && k.isProbe(s.dep.seq)
@@ -365,6 +368,33 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	if err == nil && sig.Throttled && o != nil {
 		o.throttled(ctx, c.req, c.key, c.attempt, resp, sig, t.cfg.maxRetryAfter)
 	}
+	return resp, hv, err
+}
+
+// sendPlain is send when nobody else hears of the answer: no hooks, logs
+// or metrics, no shared quota (nor its fleet) and no breaker. It does what
+// send does for the key alone, with fewer values to keep across the call.
+func (c *call) sendPlain(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*http.Response, outageVerdict, error) {
+	k := s.k
+	c.probe = k.isProbe(s.dep.seq)
+	k.sending(&s.dep, s.dep.direct && c.r == nil)
+	resp, err := c.t.base.RoundTrip(out)
+	c.bodyOurs = false // the base closes it
+	if resp == nil && err == nil {
+		err = errNilResponse // a broken base: an error, not a panic
+	}
+	var hv outageVerdict
+	if err != nil {
+		hv = hostVerdict(nil, err, c.ctx.Err(), sig)
+		k.settle(&s.dep, hv)
+		k.unanswered(&s.dep)
+		k.endProbe()
+		s.free()
+	} else {
+		hv = c.t.observe(c.ctx, k, &s.dep, c.req.URL.Path, resp, sig)
+	}
+	k.strikeAnswered(&s.dep, err != nil || hv == hostDown || sig.Throttled)
+	k.seen()
 	return resp, hv, err
 }
 
