@@ -604,7 +604,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // costs no lock.
 func (t *Transport) observe(ctx context.Context, k *keyState, dep *departure, route string, resp *http.Response, sig *ratelimitheader.Signal) outageVerdict {
 	if !t.parser.Relevant(resp.StatusCode, resp.Header) {
-		if k.host.wantDates.Load() && len(resp.Header["Date"]) > 0 {
+		if k.host.readsDate(dep.seq) && len(resp.Header["Date"]) > 0 {
 			t.observeDate(k, *dep, resp, t.now()) // until the offset is known well
 		}
 		hv := hostVerdict(resp, nil, ctx.Err(), sig)
