@@ -84,6 +84,21 @@ func (bs Buckets) Take(d, cost int64) {
 // then Take(now, cost), do, with their rules written out: a call fewer on
 // a pacer's fast path (the rules do not inline).
 func (bs Buckets) TakeNow(now, cost int64) bool {
+	if len(bs) == 1 {
+		// One limit, the usual: no loops, and no product for a request
+		// that spends one unit.
+		b := &bs[0]
+		u := b.Units(1, cost)
+		if SatAdd(b.TAT, SatMul(u-b.Burst, b.Interval)) > now {
+			return false
+		}
+		step := b.Interval
+		if u != 1 {
+			step = SatMul(u, b.Interval)
+		}
+		b.TAT = SatAdd(max(b.TAT, now), step)
+		return true
+	}
 	for i := range bs {
 		b := &bs[i]
 		if SatAdd(b.TAT, SatMul(b.Units(1, cost)-b.Burst, b.Interval)) > now { // Earliest's

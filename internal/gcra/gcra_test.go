@@ -94,13 +94,20 @@ func TestGiveBackTooBigIdle(t *testing.T) {
 }
 
 // TakeNow takes what Earliest lets go at once, as Take does, and nothing
-// else: two buckets of several costs, over random instants and edges.
+// else: two buckets, or one (its own path), of several costs, over random
+// instants and edges.
 func TestTakeNowAgrees(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for round := range 2000 {
+	for round := range 4000 {
 		a := Buckets{{Interval: 1 + rng.Int64N(50), Burst: 1 + rng.Int64N(4)}, {Interval: 1 + rng.Int64N(200), Burst: 1 + rng.Int64N(3), Unweighted: rng.IntN(2) == 0}}
 		if round%7 == 0 {
 			a[0].Interval = 1 << 62 // saturating
+		}
+		switch round % 4 { // one bucket: weighted (saturating too), or either
+		case 1:
+			a = a[:1]
+		case 3:
+			a = a[1:]
 		}
 		b := append(Buckets(nil), a...)
 		now := int64(0)
