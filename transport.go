@@ -28,6 +28,9 @@ type Transport struct {
 	retry  *retryPolicy
 	keys   keyTable
 	obs    *observer // nil without metrics, logger or hooks
+	// plain: no hooks, logs or metrics, no shared quota and no breaker:
+	// nobody but the key hears of an answer (see sendPlain).
+	plain bool
 }
 
 // New returns a Transport that sends requests through base once their key's
@@ -68,6 +71,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	if t.obs = newObserver(cfg.obs); t.obs != nil && t.obs.m != nil {
 		t.obs.m.register(t)
 	}
+	t.plain = t.obs == nil && cfg.shared == nil && cfg.breaker == nil
 	return t
 }
 
@@ -156,7 +160,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return c.giveUp(err, true)
 		}
 		var sig ratelimitheader.Signal
-		resp, hv, err := c.send(&s, out, &sig)
+		var resp *http.Response
+		var hv outageVerdict
+		if t.plain {
+			resp, hv, err = c.sendPlain(&s, out, &sig)
+		} else {
+			resp, hv, err = c.send(&s, out, &sig)
+		}
 		if err == nil && !sig.Throttled && resp.StatusCode < 400 && t.retry.check == nil {
 			return s.answer(resp), nil // the common case: nothing to retry
 		}
@@ -318,9 +328,6 @@ func (emptyBody) Close() error             { return nil }
 // given back; after a response it is held until the response is answered
 // or retried.
 func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*http.Response, outageVerdict, error) {
-	if c.t.obs == nil && c.t.cfg.shared == nil && s.k.br == nil {
-		return c.sendPlain(s, out, sig)
-	}
 	t, k, o, ctx := c.t, s.k, c.t.obs, c.ctx
 	wasDown := k.isDown()
 	wasProbe := wasDown && k.isProbe(s.dep.seq)
@@ -371,9 +378,10 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	return resp, hv, err
 }
 
-// sendPlain is send when nobody else hears of the answer: no hooks, logs
-// or metrics, no shared quota (nor its fleet) and no breaker. It does what
-// send does for the key alone, with fewer values to keep across the call.
+// sendPlain is send when nobody else hears of the answer (see
+// Transport.plain): no hooks, logs or metrics, no shared quota (nor its
+// fleet) and no breaker. It does what send does for the key alone, with
+// fewer values to keep across the base's RoundTrip.
 func (c *call) sendPlain(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*http.Response, outageVerdict, error) {
 	k := s.k
 	c.probe = k.isProbe(s.dep.seq)
