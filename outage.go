@@ -282,25 +282,22 @@ func (k *keyState) outageTake(seq uint64) {
 // hook), so the clock read that let it go stands for the send's; otherwise
 // the clock is read again, and dep.sent moved to it: a wait for a shared
 // slot is no part of the host's latency.
+//
+// The first send since the last answer, unless another one was, begins a
+// silence: a stall is counted from it. With a fleet, it arms the key's
+// stall timer: should the silence last into a stall, the fleet hears of it
+// then (see onStall), whether or not a request of this process waits to
+// leave.
 func (k *keyState) sending(dep *departure, direct bool) {
-	if k.env.probe.initial > 0 {
-		if !direct {
-			dep.sent = max(dep.sent, k.env.now())
-		}
-		if k.out.firstOut.Load() == 0 { // else an earlier send is still unanswered
-			k.silence(dep.sent)
-		}
+	if k.env.probe.initial <= 0 {
+		return
 	}
-}
-
-// silence notes that a send of k at (on the pacer's clock) is the first
-// since the last answer, unless another one was: a stall is counted from
-// it. With a fleet, it arms the key's stall timer: should the silence last
-// into a stall, the fleet hears of it then (see onStall), whether or not
-// a request of this process waits to leave.
-func (k *keyState) silence(at int64) {
+	if !direct {
+		dep.sent = max(dep.sent, k.env.now())
+	}
 	o := &k.out
-	if o.firstOut.CompareAndSwap(0, at+1) && o.stall != nil {
+	// A silence begins, unless an earlier send is still unanswered.
+	if o.firstOut.Load() == 0 && o.firstOut.CompareAndSwap(0, dep.sent+1) && o.stall != nil {
 		if lat := o.latency.Load(); lat != 0 {
 			o.stall.timer.Reset(time.Duration(stallAfter(lat) + 1))
 		}
