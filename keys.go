@@ -80,6 +80,11 @@ func (kt *keyTable) get(key string, t *Transport, req *http.Request) *keyState {
 			return k
 		}
 	}
+	return s.getLocked(kt, key, t, req)
+}
+
+// getLocked is get for a key that s's read copy does not hold.
+func (s *keyShard) getLocked(kt *keyTable, key string, t *Transport, req *http.Request) *keyState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := s.m[key]
@@ -136,8 +141,9 @@ func newReadTable(kt *keyTable, m map[string]*keyState) *readTable {
 // find returns the keyState of key, whose hash is h; nil if r does not
 // hold it.
 func (r *readTable) find(h uint64, key string) *keyState {
-	for i := h & r.mask; ; i = (i + 1) & r.mask {
-		s := &r.slots[i]
+	slots := r.slots
+	for i := h; ; i++ {
+		s := &slots[i&uint64(len(slots)-1)]
 		if s.k == nil || s.hash == h && s.key == key {
 			return s.k
 		}
