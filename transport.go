@@ -398,8 +398,10 @@ func (c *call) sendPlain(s *slot, out *http.Request, sig *ratelimitheader.Signal
 		k.unanswered(&s.dep)
 		k.endProbe()
 		s.free()
+	} else if c.t.parser.Relevant(resp.StatusCode, resp.Header) {
+		hv = c.t.observeSignal(c.ctx, k, &s.dep, c.req.URL.Path, resp, sig)
 	} else {
-		hv = c.t.observe(c.ctx, k, &s.dep, c.req.URL.Path, resp, sig)
+		hv = c.t.observeQuiet(c.ctx, k, &s.dep, resp, sig)
 	}
 	k.strikeAnswered(&s.dep, err != nil || hv == hostDown || sig.Throttled)
 	k.seen()
@@ -612,15 +614,28 @@ func sleep(ctx context.Context, d time.Duration) error {
 // costs no lock.
 func (t *Transport) observe(ctx context.Context, k *keyState, dep *departure, route string, resp *http.Response, sig *ratelimitheader.Signal) outageVerdict {
 	if !t.parser.Relevant(resp.StatusCode, resp.Header) {
-		if k.host.readsDate(dep.seq) && len(resp.Header["Date"]) > 0 {
-			t.observeDate(k, *dep, resp, t.now()) // until the offset is known well
-		}
-		hv := hostVerdict(resp, nil, ctx.Err(), sig)
-		k.settle(dep, hv)
-		k.endProbe()
-		k.answered(dep)
-		return hv
+		return t.observeQuiet(ctx, k, dep, resp, sig)
 	}
+	return t.observeSignal(ctx, k, dep, route, resp, sig)
+}
+
+// observeQuiet is observe for a response that says nothing about its
+// key's rate limit (see Parser.Relevant): its host's health, and its Date
+// while the host's clock is not known well.
+func (t *Transport) observeQuiet(ctx context.Context, k *keyState, dep *departure, resp *http.Response, sig *ratelimitheader.Signal) outageVerdict {
+	if k.host.readsDate(dep.seq) && len(resp.Header["Date"]) > 0 {
+		t.observeDate(k, *dep, resp, t.now()) // until the offset is known well
+	}
+	hv := hostVerdict(resp, nil, ctx.Err(), sig)
+	k.settle(dep, hv)
+	k.endProbe()
+	k.answered(dep)
+	return hv
+}
+
+// observeSignal is observe for a response that may say something about
+// its key's rate limit.
+func (t *Transport) observeSignal(ctx context.Context, k *keyState, dep *departure, route string, resp *http.Response, sig *ratelimitheader.Signal) outageVerdict {
 	in := ratelimitheader.Input{Status: resp.StatusCode, Header: resp.Header}
 	if resp.StatusCode >= 400 {
 		in.Body = peek(resp, maxPeek)
