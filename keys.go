@@ -37,7 +37,8 @@ func KeyByPath(req *http.Request) string { return req.URL.Host + req.URL.Path }
 // has grown to twice the size it had after its last sweep, so memory stays
 // proportional to the keys in use, at O(1) amortised cost per new key.
 type keyTable struct {
-	seed   maphash.Seed
+	seed   maphash.Seed // for the credentials of scopes
+	kh     keyHash      // for the keys
 	shards [keyShards]keyShard
 }
 
@@ -65,7 +66,7 @@ type keyShard struct {
 // shards, so that neither their lock nor a sweep is shared by all of them.
 // A shard's read copy finds the key by the same hash: a look-up hashes its
 // key once.
-func (kt *keyTable) hash(key string) uint64 { return maphash.String(kt.seed, key) }
+func (kt *keyTable) hash(key string) uint64 { return kt.kh.sum(key) }
 
 // shard returns the shard of a key of hash h.
 func (kt *keyTable) shard(h uint64) *keyShard { return &kt.shards[h>>(64-keyShardBits)] }

@@ -2,7 +2,6 @@ package headway
 
 import (
 	"fmt"
-	"hash/maphash"
 	"io"
 	"net/http"
 	"strings"
@@ -207,7 +206,7 @@ func TestKeysSpreadOverTheShards(t *testing.T) {
 		"%d",
 	}
 	for _, shape := range shapes {
-		kt := &keyTable{seed: maphash.MakeSeed()}
+		kt := &keyTable{kh: newKeyHash()}
 		var counts [keyShards]int
 		for i := range 100 * keyShards {
 			s := kt.shard(kt.hash(fmt.Sprintf(shape, i)))

@@ -67,7 +67,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	if t.probe.initial > 0 {
 		t.fleet, _ = cfg.shared.(SharedProber)
 	}
-	t.keys.seed = maphash.MakeSeed()
+	t.keys.seed, t.keys.kh = maphash.MakeSeed(), newKeyHash()
 	if t.obs = newObserver(cfg.obs); t.obs != nil && t.obs.m != nil {
 		t.obs.m.register(t)
 	}
