@@ -446,7 +446,13 @@ func (k *keyState) release() {
 	now := k.env.now()
 	k.mu.Lock()
 	k.releaseLocked(now)
-	k.dispatch(now)
+	if k.queue.head == nil {
+		// dispatch with nobody to let go: the slot is none of rare's
+		// states, and nothing else changed.
+		k.disarm()
+	} else {
+		k.dispatch(now)
+	}
 	k.mu.Unlock()
 }
 
