@@ -230,7 +230,7 @@ func TestTheFleetProbes(t *testing.T) {
 func TestTheFleetPaceOutlivesRedis(t *testing.T) {
 	srv := startRedis(t)
 	c := newClient(t, srv.addr())
-	q := NewRedis(c, WithPrefix(testPrefix(t)), WithHeartbeat(time.Hour))
+	q := NewRedis(c, WithPrefix(testPrefix(t)), WithHeartbeat(time.Hour), WithTimeout(slowTimeout))
 	defer q.Close()
 	ctx := context.Background()
 	for range 5 {
@@ -240,6 +240,10 @@ func TestTheFleetPaceOutlivesRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	reserve(t, q, "k", 1)
+	// The process is counted (its first use of the key announced it, in
+	// the background): else the fallback would divide the pace among the
+	// 4 processes assumed when none were ever counted.
+	waitFor(t, 10*time.Second, func() bool { return q.Live("k") == 1 })
 	srv.kill()
 	var at []time.Duration
 	for range 3 {
