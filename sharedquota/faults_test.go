@@ -33,10 +33,10 @@ func timedReserve(t *testing.T, q *Redis, limits ...headway.Limit) (time.Duratio
 // sharing resumes when Redis comes back on the same port.
 func TestRedisKilledAndRestarted(t *testing.T) {
 	srv := startRedis(t)
-	opts := []Option{WithPrefix(testPrefix(t)), WithHeartbeat(50 * time.Millisecond), WithRetryInterval(100 * time.Millisecond)}
-	a := NewRedis(newClient(t, srv.addr()), opts...)
+	opts := []Option{WithPrefix(testPrefix(t)), WithTimeout(slowTimeout), WithHeartbeat(50 * time.Millisecond), WithRetryInterval(100 * time.Millisecond)}
+	a := NewRedis(newKillableClient(t, srv.addr()), opts...)
 	defer a.Close()
-	b := NewRedis(newClient(t, srv.addr()), opts...)
+	b := NewRedis(newKillableClient(t, srv.addr()), opts...)
 	defer b.Close()
 	lim := headway.PerSecond(10) // T = 100ms, burst 1
 	timedReserve(t, a, lim)
@@ -238,10 +238,10 @@ func TestBlackholeFromTheStart(t *testing.T) {
 // and one once both are.
 func TestRecoverySpendsTheSharesOfThoseNotBack(t *testing.T) {
 	srv := startRedis(t)
-	opts := []Option{WithPrefix(testPrefix(t)), WithHeartbeat(50 * time.Millisecond), WithRetryInterval(100 * time.Millisecond)}
-	a := NewRedis(newClient(t, srv.addr()), opts...)
+	opts := []Option{WithPrefix(testPrefix(t)), WithTimeout(slowTimeout), WithHeartbeat(50 * time.Millisecond), WithRetryInterval(100 * time.Millisecond)}
+	a := NewRedis(newKillableClient(t, srv.addr()), opts...)
 	defer a.Close()
-	b := NewRedis(newClient(t, srv.addr()), opts...)
+	b := NewRedis(newKillableClient(t, srv.addr()), opts...)
 	defer b.Close()
 	lim := headway.PerSecond(10) // T = 100ms, burst 1
 	timedReserve(t, a, lim)

@@ -229,7 +229,7 @@ func TestTheFleetProbes(t *testing.T) {
 // unpaced.
 func TestTheFleetPaceOutlivesRedis(t *testing.T) {
 	srv := startRedis(t)
-	c := newClient(t, srv.addr())
+	c := newKillableClient(t, srv.addr())
 	q := NewRedis(c, WithPrefix(testPrefix(t)), WithHeartbeat(time.Hour), WithTimeout(slowTimeout))
 	defer q.Close()
 	ctx := context.Background()

@@ -15,10 +15,10 @@ import (
 // recovery spiked to 324-340/s against 208 allowed.)
 func TestRecoveryReconciles(t *testing.T) {
 	srv := startRedis(t)
-	opts := []Option{WithPrefix(testPrefix(t)), WithHeartbeat(50 * time.Millisecond), WithRetryInterval(100 * time.Millisecond)}
-	a := NewRedis(newClient(t, srv.addr()), opts...)
+	opts := []Option{WithPrefix(testPrefix(t)), WithTimeout(slowTimeout), WithHeartbeat(50 * time.Millisecond), WithRetryInterval(100 * time.Millisecond)}
+	a := NewRedis(newKillableClient(t, srv.addr()), opts...)
 	defer a.Close()
-	b := NewRedis(newClient(t, srv.addr()), opts...)
+	b := NewRedis(newKillableClient(t, srv.addr()), opts...)
 	defer b.Close()
 	lim := headway.Every(time.Second).WithBurst(4)
 	timedReserve(t, a, lim)
@@ -102,10 +102,10 @@ func TestOneHeartbeatPerRound(t *testing.T) {
 // sent beside. (Issue 10, item 3: entering fallback cost 2-4 throttles.)
 func TestFallbackStartsAfterTheSharedSchedule(t *testing.T) {
 	srv := startRedis(t)
-	opts := []Option{WithPrefix(testPrefix(t)), WithHeartbeat(50 * time.Millisecond), WithFallbackProcesses(1)}
-	a := NewRedis(newClient(t, srv.addr()), opts...)
+	opts := []Option{WithPrefix(testPrefix(t)), WithTimeout(slowTimeout), WithHeartbeat(50 * time.Millisecond), WithFallbackProcesses(1)}
+	a := NewRedis(newKillableClient(t, srv.addr()), opts...)
 	defer a.Close()
-	b := NewRedis(newClient(t, srv.addr()), opts...)
+	b := NewRedis(newKillableClient(t, srv.addr()), opts...)
 	defer b.Close()
 	lim := headway.Every(time.Second)
 	timedReserve(t, a, lim) // a's slot: 0
@@ -137,10 +137,10 @@ func TestFallbackStartsAfterTheSharedSchedule(t *testing.T) {
 // BenchmarkFleetFaults at server burst 10.)
 func TestFallbackStartsAfterWhatWasBookedSince(t *testing.T) {
 	srv := startRedis(t)
-	opts := []Option{WithPrefix(testPrefix(t)), WithHeartbeat(time.Hour), WithFallbackProcesses(1)}
-	a := NewRedis(newClient(t, srv.addr()), opts...)
+	opts := []Option{WithPrefix(testPrefix(t)), WithTimeout(slowTimeout), WithHeartbeat(time.Hour), WithFallbackProcesses(1)}
+	a := NewRedis(newKillableClient(t, srv.addr()), opts...)
 	defer a.Close()
-	b := NewRedis(newClient(t, srv.addr()), opts...)
+	b := NewRedis(newKillableClient(t, srv.addr()), opts...)
 	defer b.Close()
 	lim := headway.Every(time.Second)
 	timedReserve(t, a, lim)

@@ -281,7 +281,8 @@ const forever = 24 * time.Hour
 
 // slowTimeout bounds the tests' calls to Redis instead of the default 50ms:
 // on a loaded machine a call may take longer, and Redis slow is still
-// Redis, not a fallback. The fault tests set their own.
+// Redis, not a fallback. The fault tests that need a short one (a Redis
+// that accepts and never answers) set their own.
 const slowTimeout = 2 * time.Second
 
 // TestSaltAndPrefix: with a salt, a quota's name is an HMAC of the key

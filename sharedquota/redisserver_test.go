@@ -151,6 +151,20 @@ func newClient(t testing.TB, addr string) *redis.Client {
 	return c
 }
 
+// newKillableClient returns a client of a Redis the test will kill,
+// closed at cleanup. It tries each call once and dials once: a call to the
+// killed Redis fails at once (connection refused), where go-redis's
+// default would dial again and again until the quota's timeout. The quotas
+// of such tests can then wait slowTimeout for a live Redis (a loaded
+// machine makes it slow, not gone) and still fall back as soon as it is
+// killed.
+func newKillableClient(t testing.TB, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // testPrefix is a key prefix of the test's own, so that tests sharing a
 // REDIS_ADDR do not meet.
 func testPrefix(t testing.TB) string {
