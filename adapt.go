@@ -741,14 +741,53 @@ func (m *serverModel) sentSince(since int64, seq uint64) (n, span float64, ok bo
 // second throttle shows where the server's limit is.
 type aimd struct {
 	active  bool
-	slow    bool    // slow start: no throttle of a paced request yet
-	climb   int32   // ms from cutAt to the start of the climb: the end of the pause the cut came with
-	rate    float64 // requests per second now
-	wmax    float64 // the rate at the last cut
-	cutAt   int64   // when the last cut happened
-	cutSeq  uint64  // departures sent before the last cut
-	ceiling float64 // requests per second; 0 means none
-	burst   float64 // requests the server let through at once, as far as known
+	slow    bool        // slow start: no throttle of a paced request yet
+	climb   int32       // ms from cutAt to the start of the climb: the end of the pause the cut came with
+	rate    float64     // requests per second now
+	wmax    float64     // the rate at the last cut
+	cutAt   int64       // when the last cut happened
+	cutSeq  uint64      // departures sent before the last cut
+	ceiling float64     // requests per second; 0 means none
+	c       *aimdCycles // from the first cut on
+}
+
+// aimdCycles is what a key's aimd keeps once it has cut: allocated then,
+// so that a key that was never throttled stays small.
+type aimdCycles struct {
+	burst float64 // requests the server let through at once, as far as known
+	keep  float64 // the share of wmax the last cut kept; 0: aimdBeta
+	k     float64 // seconds the climb back to wmax takes; 0: aimdK
+
+	// Cycles, for a server that names a wait on its throttles (see
+	// measure): what it let through from the end of one wait to its next
+	// throttle, and what a wait brings back at once.
+	first     bool    // the first burst's span is known (lastAt1)
+	b0        float64 // what a wait brings back at once, once measured; 0: not yet
+	n2, s2    float64 // the second cycle's measure: departures before its throttle, over how long
+	resumeAt  int64   // when the last wait named ends; 0: none
+	resumeN   uint64  // departures sent before it
+	cycleAt   int64   // the first departure at or after it; 0: none yet
+	cycleOn   bool    // cycleAt is set
+	cyclePace float64 // the pace when it began, requests per second
+	free      float64 // requests that may leave from resumeAt on without the pace
+	burstN    float64 // free, as the wait began
+	win       bool    // the cycles look like a window's: all comes back at once
+	wait      int64   // the last wait named
+	lastAt1   int64   // when the first burst's last departure left
+}
+
+// cycles returns a's aimdCycles, allocating them.
+func (a *aimd) cycles() *aimdCycles {
+	if a.c == nil {
+		a.c = new(aimdCycles)
+	}
+	return a.c
+}
+
+// freeFor reports whether n requests leaving at d are of what a wait
+// brought back (see aimdCycles.waited), which the pace does not hold.
+func (a *aimd) freeFor(n, d int64) bool {
+	return a.c != nil && a.c.free >= float64(n) && d >= a.c.resumeAt
 }
 
 const (
@@ -771,28 +810,53 @@ const (
 // the last cut can say that the cut rate is still too high, so the rest
 // change nothing.
 func (a *aimd) throttled(now int64, seq, sent uint64, n, span float64, ok, afterPause bool) {
+	a.throttledAt(now, seq, 0, false, 0, 0, sent, n, span, ok, afterPause)
+}
+
+// throttledAt is throttled for a departure that left at at, if atKnown
+// (and the throttle named a wait), of a key whose first departure left at
+// firstAt and whose last so far at last.
+func (a *aimd) throttledAt(now int64, seq uint64, at int64, atKnown bool, firstAt, last int64, sent uint64, n, span float64, ok, afterPause bool) {
+	a.cycles()
 	if a.active && seq <= a.cutSeq {
-		if a.slow && a.burst > 0 {
-			a.burst-- // another of the first burst was throttled
+		if a.slow && a.c.burst > 0 {
+			a.c.burst-- // another of the first burst was throttled
 		}
 		return
 	}
 	var measured float64
+	keep, k := aimdBeta, 0.0
+	if atKnown && a.active {
+		measured, keep, k = a.measure(seq, at, firstAt)
+		if measured > 0 {
+			ok = false
+		} else {
+			keep = aimdBeta
+		}
+	}
 	switch {
+	case measured > 0:
 	case !a.active:
 		// The first throttle: of a burst, usually. What got through of it
 		// is the bucket's size; its rate says nothing.
-		measured, a.burst = max(float64(sent)/max(span, 1), aimdFloor), float64(sent-1)
+		measured, a.c.burst = max(float64(sent)/max(span, 1), aimdFloor), float64(sent-1)
+		a.c.first, a.c.lastAt1 = atKnown, last
 	case ok:
 		if afterPause {
-			n = max(n-a.burst, 1)
+			n = max(n-a.c.burst, 1)
 		}
 		measured = min(a.at(now), n/span)
 		// What went through since the last cut, over the time since,
 		// bounds the rate from below: a window's quota after its boundary
 		// is no bucket's burst on top of a rate.
 		if cycle := float64(now-a.cutAt) / 1e9; seq > a.cutSeq && cycle > 0 {
-			measured = max(measured, min(a.at(now), float64(seq-a.cutSeq-1)/cycle))
+			c := float64(seq-a.cutSeq-1) / cycle
+			if a.c.b0 == 0 {
+				// (With what a wait brings back sent at once, the cycle's
+				// pace is what the server sustains, not the pace cut so far.)
+				c = min(a.at(now), c)
+			}
+			measured = max(measured, c)
 		}
 	default:
 		measured = a.at(now)
@@ -803,8 +867,141 @@ func (a *aimd) throttled(now int64, seq, sent uint64, n, span float64, ok, after
 	a.slow = !a.active
 	a.active = true
 	a.wmax = max(measured, aimdFloor)
-	a.rate = max(a.wmax*aimdBeta, aimdFloor)
+	a.c.keep, a.c.k = keep, k
+	a.rate = max(a.wmax*keep, aimdFloor)
 	a.cutAt, a.cutSeq, a.climb = now, sent, 0
+}
+
+// measure returns the rate that the cycle throttled at departure seq
+// (which left at at) measured, for a server that names a wait on its
+// throttles, with the share of it to keep and the climb's length in
+// seconds (0: aimdK); 0s when it measured none.
+//
+// While a key waits, the server refills its bucket (or starts a new
+// window, or its log empties): a cycle, from the first departure after
+// a named wait to the first throttle of a departure after it, lets
+// through what the wait brought back, b0, and what came back since, at
+// rate r: n = b0 + r·s. The first burst is such a cycle too, from the
+// key's first departure (its count, a.c.burst, is a level known to within
+// one request, and the requests of one flight reach the server in any
+// order). Two cycles of different spans measure both: the second with
+// the first roughly (the first is short), any later and longer one with
+// the second well. A cycle that lets through no more than the first burst
+// did, after a wait longer than a second, is a window's (or a log's): its
+// quota comes back at once, b0, and nothing between; the pace is then
+// measured as for any throttle. (A wait of a second says as much of a
+// small bucket; a window that a later cycle shows refilling between is a
+// bucket after all.) What a wait brings back leaves at once when it ends,
+// but a request (see waited); a throttle among those or right after them
+// shows it smaller.
+func (a *aimd) measure(seq uint64, at, firstAt int64) (rate, keep, k float64) {
+	if !a.c.cycleOn || at < a.c.cycleAt || seq <= a.c.resumeN+1 {
+		return 0, 0, 0
+	}
+	n := float64(seq - 1 - a.c.resumeN) // all went through: seq is the cycle's first throttle
+	s := float64(at-a.c.cycleAt) / 1e9
+	switch {
+	case a.c.n2 == 0:
+		if !a.c.first {
+			return 0, 0, 0
+		}
+		// The first burst let through a1 by its last departure, the
+		// bucket and what came back meanwhile: the bucket is a1 less up
+		// to that, taken as half. The cycle's level at its throttle lies
+		// between its count and one more.
+		a1, t1 := a.c.burst, float64(a.c.lastAt1-firstAt)/2e9
+		a.c.n2, a.c.s2 = n, s
+		if n <= a1+1 || s-t1 < 0.1 || t1 < 0 {
+			if a.c.wait > int64(1500*time.Millisecond) {
+				a.c.b0, a.c.win = max(min(n, a1), 1), true // a window's quota, or a log's
+			}
+			return 0, 0, 0
+		}
+		rate = (n + 0.5 - a1) / (s - t1)
+		a.c.b0 = max(a1-rate*t1, 1)
+		keep, k = fitKeep(rate, s-t1, a.capped(rate, s, 0))
+		return rate, keep, k
+	case !a.c.win && a.c.burstN > 0 && n <= a.c.burstN+1:
+		// Throttled with what the wait brought back, or right after it:
+		// it brings back less than measured, not the pace too fast.
+		a.c.b0 = max(min(a.c.b0-1, n), 1)
+		return a.wmax, a.c.keep, a.c.k
+	case a.c.win && n >= a.c.burstN+2 && s > 0:
+		// More came through after what the wait brought back than a
+		// window's probe: a bucket that refills after all.
+		rate = (n + 0.5 - a.c.b0) / s
+		a.c.win, a.c.n2, a.c.s2 = false, n, s
+		keep, k = fitKeep(rate, s, false)
+		return rate, keep, k
+	case a.c.win:
+	case s-a.c.s2 >= 1 && n > a.c.n2+1:
+		rate = (n - a.c.n2) / (s - a.c.s2)
+		a.c.b0 = max(min(a.c.n2-rate*a.c.s2, a.c.b0+1), 1)
+		keep, k = fitKeep(rate, s-a.c.s2, false)
+		return rate, keep, k
+	}
+	return 0, 0, 0
+}
+
+// fitKeep returns the share of a rate measured over span seconds to keep,
+// and the climb's length (0: aimdK): a count known to about a request
+// measures the rate to about 1/span. Known to a few percent, the pace
+// keeps under it by that much and climbs back over aimdK; known worse,
+// the climb is short, so that the next throttle, after a longer cycle,
+// measures it well.
+func fitKeep(rate, span float64, capped bool) (keep, k float64) {
+	u := 1 / span / rate
+	switch {
+	case capped:
+		return aimdBeta, aimdKRough.Seconds() / 2
+	case u <= 0.04:
+		return 1 - u/2, 0
+	}
+	return aimdBeta, aimdKRough.Seconds()
+}
+
+// capped reports whether the cycle measured may have let the server's
+// bucket fill up and overflow, which makes a measured rate a bound from
+// below only: the key left under rate when the cycle began, for long
+// enough to fill room, the bucket's room left after what the wait
+// brought back (none if the key sent none of it at once).
+func (a *aimd) capped(rate, span, room float64) bool {
+	return a.c.cyclePace < rate && (rate-a.c.cyclePace)*span > max(room, 0)
+}
+
+// aimdKRough is the climb's length after a rate measured roughly (see
+// measure).
+const aimdKRough = 4 * time.Second
+
+// waited notes, after a cut, that nothing leaves before until, the end
+// of a wait the server named, sent departures so far: what the wait
+// brings back may leave at once then (see measure).
+func (a *aimd) waited(until, wait int64, sent uint64) {
+	a.cycles()
+	a.c.resumeAt, a.c.resumeN, a.c.cycleOn, a.c.wait = until, sent, false, wait
+	a.c.free = 0
+	if a.c.b0 >= 2 {
+		// A request less than measured, in reserve: the count is known
+		// to about a request.
+		a.c.free = math.Floor(a.c.b0 - 1)
+	}
+	a.c.burstN = a.c.free
+}
+
+// left notes a departure at d, and reports whether it is one of what a
+// wait brought back, sent without the pace.
+func (a *aimd) left(d int64) bool {
+	if a.c == nil {
+		return false
+	}
+	if a.c.resumeAt != 0 && !a.c.cycleOn && d >= a.c.resumeAt {
+		a.c.cycleAt, a.c.cycleOn, a.c.cyclePace = d, true, a.at(d)
+	}
+	if a.c.free >= 1 && d >= a.c.resumeAt {
+		a.c.free--
+		return true
+	}
+	return false
 }
 
 // climbFrom makes the climb from the last cut start at at, on the pacer's
@@ -827,10 +1024,19 @@ func (a *aimd) at(now int64) float64 {
 	if a.slow {
 		r = a.wmax * aimdBeta * math.Exp2(min(t, 60))
 	} else {
-		k := aimdK.Seconds()
-		c := a.wmax * (1 - aimdBeta) / (k * k * k)
+		keep, k := 0.0, 0.0
+		if a.c != nil {
+			keep, k = a.c.keep, a.c.k
+		}
+		if keep == 0 {
+			keep = aimdBeta
+		}
+		if k == 0 {
+			k = aimdK.Seconds()
+		}
+		c := a.wmax * max(1-keep, 0.05) / (k * k * k)
 		r = c*math.Pow(t-k, 3) + a.wmax
-		r = max(r, a.wmax*aimdBeta)
+		r = max(r, a.wmax*keep)
 	}
 	r = max(r, aimdFloor)
 	if a.ceiling > 0 {

@@ -181,7 +181,7 @@ func TestAIMDKeepsWhatACycleLetThrough(t *testing.T) {
 	s := int64(time.Second)
 	var a aimd
 	a.throttled(0, 21, 28, 0, 0, false, false) // the first burst: 20 through
-	require.Equal(t, 27.0, a.burst)
+	require.Equal(t, 27.0, a.c.burst)
 	// 2 s later: 20 more went through after the pause, in 0.4 s.
 	a.throttled(2*s, 49, 52, 20, 0.4, true, true)
 	assert.GreaterOrEqual(t, a.wmax, 10.0*0.99, "20 per 2 s")

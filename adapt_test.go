@@ -382,12 +382,12 @@ func TestAIMDStep(t *testing.T) {
 	// A first throttled burst of 34: its rate says nothing; slow start.
 	a.throttled(0, 5, 34, 0, 0, false, false)
 	assert.True(t, a.slow)
-	assert.Equal(t, 33.0, a.burst)
+	assert.Equal(t, 33.0, a.c.burst)
 	assert.InDelta(t, 34*aimdBeta, a.at(0), 1e-9)
 	assert.InDelta(t, 34*aimdBeta*2, a.at(s), 1e-9)
 	// Another of the same burst changes nothing but the bucket's size.
 	a.throttled(0, 7, 34, 0, 0, false, false)
-	assert.Equal(t, 32.0, a.burst)
+	assert.Equal(t, 32.0, a.c.burst)
 	// A paced request throttled 1.5 s after a pause: 107 left in the span,
 	// 32 of them the refilled bucket: 50 a second.
 	a.throttled(3*s, 100, 141, 107, 1.5, true, true)

@@ -101,6 +101,8 @@ type keyState struct {
 type bareThrottle struct {
 	now        int64
 	seq        uint64
+	at         int64 // when seq left, if atKnown
+	atKnown    bool
 	pausedTill int64
 	wait       time.Duration
 	hasWait    bool
@@ -225,7 +227,7 @@ func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 	}
 	if k.window.on {
 		d = max(d, k.window.earliest(d))
-	} else if k.aimd.active {
+	} else if k.aimd.active && !k.aimd.freeFor(n, d) {
 		d = k.aimdB.Earliest(d, n, cost)
 	}
 	pace, span := k.window.firstCycle(k.firstAt)
@@ -264,7 +266,12 @@ func (k *keyState) take(d, now, cost int64, route string, dep *departure) bool {
 	k.sampled(max(d, now))
 	if k.aimd.active {
 		k.aimdB.Interval = k.aimd.interval(d)
-		k.aimdB.Take(d, cost)
+		if k.aimd.left(d) {
+			// What a wait brought back: the pace goes on after it.
+			k.aimdB.TAT = max(k.aimdB.TAT, satAdd(d, k.aimdB.Interval))
+		} else {
+			k.aimdB.Take(d, cost)
+		}
 	}
 	if k.firstSeq == 0 {
 		k.firstAt, k.firstSeq = d, max(uint32(k.sent+1), 1)
@@ -761,7 +768,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 		}
 	} else if bare && !k.fleetPaced {
 		// (A fleet-paced key's is the fleet's: see Transport.learnShared.)
-		k.cut(bareThrottle{now: now, seq: seq, pausedTill: pausedTill, wait: wait, hasWait: sig.HasWait})
+		k.cut(bareThrottle{now: now, seq: seq, at: dep.sent, atKnown: true, pausedTill: pausedTill, wait: wait, hasWait: sig.HasWait})
 	}
 	if sig.Throttled {
 		k.strike(now, seq, sig, wait)
@@ -791,7 +798,7 @@ func (k *keyState) cut(b bareThrottle) {
 			// Throttles came before, taken as accidents: this one is no
 			// first burst, but of a key at its configured pace, whose
 			// burst went out after each pause.
-			k.aimd.active, k.aimd.wmax, k.aimd.burst = true, k.aimd.ceiling, float64(k.minBurst())
+			k.aimd.active, k.aimd.wmax, k.aimd.cycles().burst = true, k.aimd.ceiling, float64(k.minBurst())
 			k.aimd.cutAt = now - int64(time.Hour)
 		}
 	}
@@ -811,7 +818,7 @@ func (k *keyState) cut(b bareThrottle) {
 		// the pace the key had.
 		known = false
 	}
-	k.aimd.throttled(now, seq, k.sent, n, span, known, known && pausedTill > now-int64(time.Second))
+	k.aimd.throttledAt(now, seq, b.at, b.atKnown && b.hasWait, k.firstAt, k.window.lastAt, k.sent, n, span, known, known && pausedTill > now-int64(time.Second))
 	k.sustain()
 	k.aimdB.Interval, k.aimdB.Burst, k.aimdB.Unweighted = k.aimd.interval(now), 1, true
 	// The throttle emptied the server's bucket: the next request waits
@@ -827,6 +834,11 @@ func (k *keyState) cut(b bareThrottle) {
 			k.aimd.climbFrom(satAdd(now, int64(b.wait)))
 		}
 		k.aimdB.TAT = satAdd(now, int64(b.wait))
+		if c := k.aimd.cycles(); c.resumeAt == 0 || seq > c.resumeN {
+			k.aimd.waited(k.aimdB.TAT, int64(b.wait), k.sent)
+		} else {
+			c.resumeAt = max(c.resumeAt, k.aimdB.TAT) // of the same flight
+		}
 	} else {
 		k.aimdB.TAT = max(k.aimdB.TAT, satAdd(now, k.aimdB.Interval))
 	}
