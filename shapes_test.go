@@ -279,11 +279,13 @@ func TestSparseShapes(t *testing.T) {
 		// windows (16-20 throttles in all). Held by tail below: at most 8
 		// of 40 runs miss (about 2 expected), none beyond 24 throttles.
 		"discord-routes-global": {0, 12, true},
-		// 0.898 / 0.936 (target 0.95): the first throttle alone costs its
-		// whole-second wait, half of which the bucket spends full (about 1 s
-		// of the 20 s the run takes at best), and the pace is learned from
-		// throttles only; at most one a second after the first (windowed).
-		"retry-after-only": {0.89, 30, true},
+		// 0.910 / 0.918 (target 0.95, out of reach: at most 0.952): each
+		// throttle's whole-second wait costs the refill the bucket cannot
+		// hold (10 of the 400 requests past its burst), and a key that
+		// knows nothing is throttled twice at least, once to find a limit
+		// and once to measure it (see TestRetryAfterOnlyServers and the
+		// issue's note); at most one a second after the first (windowed).
+		"retry-after-only": {0.90, 30, true},
 		// 0.992-0.998: the throttles are the first second's (the first
 		// burst, sent before any answer, and slow start), then at most one
 		// a second (checked: windowed; a bucket counts no windows of its
