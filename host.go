@@ -14,6 +14,9 @@ type hostState struct {
 	offsetNs  atomic.Int64 // the estimate of offset, for readers without the lock
 	hasOffset atomic.Bool
 	wantDates atomic.Bool // the offset is not known well yet: read every response's Date
+	// msResets: an answer stated a reset to the millisecond (see
+	// resetPrecision).
+	msResets atomic.Bool
 
 	mu     sync.Mutex
 	refs   int                    // keys that point here

@@ -660,11 +660,8 @@ func (t *Transport) observeSignal(ctx context.Context, k *keyState, dep *departu
 	}
 	now := t.now()
 	t.observeDate(k, *dep, resp, now)
-	// A reset stated to the second (a delta in whole seconds, an epoch or a
-	// date) is known to a second only, whatever its fraction after the
-	// clock offset is taken off.
 	srv := in.ServerTime()
-	coarse := sig.Reset%time.Second == 0 || srv.Add(sig.Reset).Nanosecond() == 0
+	coarse := k.host.resetPrecision(sig.Reset, srv)
 	rc := readClock{reset: off}
 	switch {
 	case !ok && coarse:
@@ -679,6 +676,28 @@ func (t *Transport) observeSignal(ctx context.Context, k *keyState, dep *departu
 	}
 	k.observe(now, *dep, route, sig, coarse, rc)
 	return hv
+}
+
+// resetPrecision reports whether reset, read against srv, the server's
+// clock at receipt, is stated to the second only: a delta in whole
+// seconds, or an instant in whole seconds (an epoch or a date), whatever
+// its fraction after the clock offset is taken off. A delta stated to the
+// millisecond is whole by chance (Discord's Reset-After of 1.000, for a
+// request counted right at its window's start; answers on a millisecond
+// grid land on whole seconds one time in a thousand, or more): once one of
+// the host's answers stated a delta to the millisecond (a whole number of
+// milliseconds that is not whole seconds, to an instant that is not
+// whole), its whole ones are read as precise too. (The parser does not say
+// how a value was written; a server states every reset of a host alike.)
+func (h *hostState) resetPrecision(reset time.Duration, srv time.Time) (coarse bool) {
+	whole := srv.Add(reset).Nanosecond() == 0
+	if reset%time.Second == 0 || whole {
+		return !h.msResets.Load()
+	}
+	if reset%time.Millisecond == 0 && !h.msResets.Load() {
+		h.msResets.Store(true)
+	}
+	return false
 }
 
 // absolute reports whether reset was stated as an instant on the server's
