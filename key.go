@@ -198,6 +198,13 @@ type departure struct {
 // limits, its pauses and its host's, what the server says is left, and the
 // pace learned from bare throttles.
 func (k *keyState) earliest(now, n, cost int64, route string) int64 {
+	return k.earliestFor(now, n, cost, route, true)
+}
+
+// earliestFor is earliest; with own false, it leaves out what holds route
+// alone on a key whose server names buckets (see routeHeld): the bucket
+// that paces it, or the key's model for a route not mapped to one.
+func (k *keyState) earliestFor(now, n, cost int64, route string, own bool) int64 {
 	d := k.pacer.earliest(now, n, cost)
 	if now < k.env.scopePauses.Load() {
 		d = max(d, k.scope.pauseUntil.Load()) // some scope is paused: maybe this one
@@ -213,8 +220,15 @@ func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 			d = max(d, satAdd(at, int64(probeWait)))
 		}
 	}
-	if m, b := k.modelFor(route); m.known {
-		if md := m.earliest(d, float64(n)); md > d {
+	if m, b := k.modelFor(route); m.known && (own || k.buckets == nil) {
+		k.preciseResets(m)
+		need := float64(n)
+		if b != nil {
+			// The first request of a route not answered yet may be counted
+			// by this bucket (see bucketModels): it keeps one for each.
+			need += float64(len(k.buckets.probes))
+		}
+		if md := m.earliest(d, need); md > d {
 			d = md
 			m.held = true
 		}
@@ -235,6 +249,24 @@ func (k *keyState) earliest(now, n, cost int64, route string) int64 {
 		d = max(d, at) // until the answers to the ones before come (see answered)
 	}
 	return k.outageFloor(k.strikeFloor(d))
+}
+
+// preciseResets makes m, a model of k, read its resets as stated to the
+// millisecond once its host has stated one so (see resetPrecision), if
+// all of its own answers so far happened to be whole seconds: a window
+// seen only in such answers (the first request of a window, counted right
+// at its start, is told 1.000) has no measured gap, and its quota left
+// would be spent up to its stated reset, after the boundary the server
+// counts from. Its boundary lies within maxGap before that reset, as far
+// as an answer's flight goes; the next answer stated to the millisecond
+// narrows it.
+func (k *keyState) preciseResets(m *serverModel) {
+	if !m.msReset && k.host.msResets.Load() {
+		m.msReset = true
+		if !m.gapSet && m.resetSeen > 0 {
+			m.gap, m.gapSet = int32(maxGap), true
+		}
+	}
 }
 
 // take records a departure on route at d (the instant it was free to go,
@@ -429,7 +461,7 @@ func (k *keyState) abandon(w *waiter) {
 	now := k.env.now()
 	k.mu.Lock()
 	if w.admitted {
-		k.scope.answered(w.dep.scopeSeq, 0) // none will come
+		k.scope.answered(w.dep.scopeSeq, 0, now) // none will come
 		if bs := k.buckets; bs != nil && w.dep.probeRoute != "" {
 			delete(bs.probes, w.dep.probeRoute)
 		}
@@ -500,7 +532,8 @@ func (k *keyState) dispatch(now int64) {
 }
 
 func (k *keyState) dispatchQueue(now int64) {
-	for w := k.queue.head; w != nil; w = k.queue.head {
+	var held routeHolds
+	for w := k.queue.head; w != nil; {
 		if !k.hasSlot() {
 			break // release dispatches again
 		}
@@ -513,6 +546,15 @@ func (k *keyState) dispatchQueue(now int64) {
 		if !k.strikeGate() {
 			break // the try's answer dispatches again
 		}
+		next := w.next
+		var group *bucketModel
+		if k.buckets != nil {
+			group = k.routeGroup(w.route)
+			if held.has(group) {
+				w = next // behind a request of its bucket that waits
+				continue
+			}
+		}
 		d := k.earliest(max(w.arrival, k.freedAt), 1, w.cost, w.route)
 		if d == math.MaxInt64 {
 			if k.probing.Load() {
@@ -521,7 +563,15 @@ func (k *keyState) dispatchQueue(now int64) {
 			d = satAdd(now, int64(time.Second)) // look again
 		}
 		if d > now {
-			k.arm(now, d)
+			if at, ok := k.routeHeld(now, d, w); ok && held.add(group, d) {
+				w = next
+				continue
+			} else if !ok {
+				// Held by the key until at: dispatch looks again then, and
+				// may pass w if its route still holds it.
+				d = min(d, at)
+			}
+			k.arm(now, held.wake(d))
 			return
 		}
 		// d may lie before now (the pacer's clock runs from the arrival),
@@ -532,7 +582,11 @@ func (k *keyState) dispatchQueue(now int64) {
 		if m, _ := k.modelFor(w.route); m.known {
 			if md := m.earliest(now, 1); md > now {
 				m.held = true
-				k.arm(now, md)
+				if k.buckets != nil && md-now > int64(maxGap) && held.add(group, md) {
+					w = next
+					continue
+				}
+				k.arm(now, held.wake(md))
 				return
 			}
 		}
@@ -540,14 +594,100 @@ func (k *keyState) dispatchQueue(now int64) {
 			// Another key of its scope took the slot since: look again
 			// when the scope lets the next go.
 			d = max(k.earliest(max(w.arrival, k.freedAt), 1, w.cost, w.route), satAdd(now, 1))
-			k.arm(now, d)
+			k.arm(now, held.wake(d))
 			return
 		}
 		k.queue.remove(w)
 		w.admitted = true
 		w.ready <- struct{}{}
+		w = next
+	}
+	if at := held.wake(math.MaxInt64); at != math.MaxInt64 {
+		k.arm(now, at)
+		return
 	}
 	k.disarm()
+}
+
+// A key whose server names buckets (see bucketModels) holds requests of
+// many routes in one queue, and one of them may wait for its bucket while
+// the others' buckets hold quota: the head of the queue must not hold them
+// all (a bucket of two routes spent early in a window held every route for
+// the rest of it, and the global window over them was never reached). So
+// dispatch passes a waiter held by its route's bucket alone for longer
+// than maxGap (see routeHeld), and every waiter of the same bucket after
+// it, which keeps their order: the requests of one bucket leave in the
+// order they came, and the first of them is looked at first again when
+// its bucket refills. A shorter wait holds the queue as before: two
+// estimates of one boundary (a bucket's reset, its global window's end)
+// differ by the answers' jitter, and a route whose bucket refills a few
+// milliseconds after the global window would find it spent each time.
+// Whatever holds the whole key (its limits, pauses, its scope's window, a
+// learned window or pace, an outage, the answer to a route's first
+// request, which may be counted by any bucket) holds the queue at its
+// head.
+
+// maxHeldRoutes bounds the buckets dispatch passes in one call; past it,
+// the queue waits at the next held one, as if by its head.
+const maxHeldRoutes = 16
+
+// routeHolds is the buckets whose first waiter dispatch passed (nil for
+// the key's own model, which paces the routes not mapped to one), and the
+// earliest instant one of them may leave.
+type routeHolds struct {
+	groups [maxHeldRoutes]*bucketModel
+	n      int
+	at     int64 // 0: none
+}
+
+func (h *routeHolds) has(g *bucketModel) bool {
+	for _, x := range h.groups[:h.n] {
+		if x == g {
+			return true
+		}
+	}
+	return false
+}
+
+// add notes that g's first waiter may leave at at; false if the bound is
+// reached (the waiter holds the queue).
+func (h *routeHolds) add(g *bucketModel, at int64) bool {
+	if h.n == maxHeldRoutes {
+		return false
+	}
+	h.groups[h.n] = g
+	h.n++
+	if h.at == 0 || at < h.at {
+		h.at = at
+	}
+	return true
+}
+
+// wake returns the earlier of d and the instant a passed waiter may leave.
+func (h *routeHolds) wake(d int64) int64 {
+	if h.n > 0 {
+		return min(d, h.at)
+	}
+	return d
+}
+
+// routeGroup returns the bucket that paces route on k, whose server names
+// buckets; nil for the key's own model.
+func (k *keyState) routeGroup(route string) *bucketModel {
+	_, b := k.modelFor(route)
+	return b
+}
+
+// routeHeld reports, under k.mu at now, whether w, which may not leave
+// before d, is held by its route's bucket alone (see routeGroup), for
+// longer than maxGap: nothing that holds the whole key holds it; at is
+// when the key lets it go, as far as the rest says.
+func (k *keyState) routeHeld(now, d int64, w *waiter) (at int64, ok bool) {
+	if k.buckets == nil || d-now <= int64(maxGap) {
+		return d, false
+	}
+	at = k.earliestFor(max(w.arrival, k.freedAt), 1, w.cost, w.route, false)
+	return at, at <= now
 }
 
 func (k *keyState) arm(now, at int64) {
@@ -667,7 +807,7 @@ func (k *keyState) answeredNow(dep *departure) {
 	now := k.env.now()
 	k.window.answered(dep.seq)
 	k.sustain()
-	k.scope.answered(dep.scopeSeq, now-dep.sent)
+	k.scope.answered(dep.scopeSeq, now-dep.sent, now)
 	k.align(now)
 	k.routeDone(now, *dep, true)
 	k.mu.Unlock()
@@ -677,8 +817,9 @@ func (k *keyState) answeredNow(dep *departure) {
 func (k *keyState) unanswered(dep *departure) {
 	if dep.probeRoute != "" || dep.scopeSeq != 0 {
 		k.mu.Lock()
-		k.scope.answered(dep.scopeSeq, 0) // none will come
-		k.routeDone(k.env.now(), *dep, false)
+		now := k.env.now()
+		k.scope.answered(dep.scopeSeq, 0, now) // none will come
+		k.routeDone(now, *dep, false)
 		k.mu.Unlock()
 	}
 }
@@ -713,9 +854,9 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 	switch {
 	case global && sig.HasWait && !sig.Permanent && sig.Wait%time.Second != 0:
 		// The end of the global window, to the millisecond.
-		k.scope.throttled(satAdd(now, int64(sig.Wait)), dep.scopeSeq)
+		k.scope.throttled(satAdd(dep.sent, int64(sig.Wait)), satAdd(now, int64(sig.Wait)), dep.scopeSeq)
 	default:
-		k.scope.answered(dep.scopeSeq, now-dep.sent)
+		k.scope.answered(dep.scopeSeq, now-dep.sent, now)
 	}
 	if sig.Bucket != "" {
 		k.scope.activate() // per-route buckets: there may be a global limit over them

@@ -49,9 +49,36 @@ type scopeState struct {
 	firstPace float64
 	firstSpan int64
 	rtt       int64         // the time its answers take, an average of the last few
+	rttVar    int64         // how far they are from it, an average (as TCP's RTTVAR)
 	sent      uint64        // departures counted so far; the last one's number
 	window    learnedWindow // the global window, from the global throttles
+	// Until its first global throttle, the scope's departures ramp up
+	// (see rampStart): those counted and not answered yet, and the
+	// answers that were not a global throttle.
+	out, through int
+	globalSeen   bool
+	answerAt     int64 // when the last answer came
 }
+
+// A global limit states nothing before it throttles, and a key whose
+// server names buckets may have one over them: each bucket says how much
+// is left of its own, and the routes together may ask for many times the
+// global quota at once (six routes with a queue each, freed together by
+// their first answers, sent 25 requests into a global window of 10). So
+// until its first global throttle a scope ramps up, as TCP's slow start
+// does, only slower: rampStart departures may be unanswered, and one more
+// for every rampGrowth answers that were not a global throttle, which
+// grows what may leave by a quarter a round trip. What is in flight when
+// the global limit is first met is throttled, so the slower the ramp the
+// fewer (32 workers, six routes, a global window of 10: 13 throttles a run
+// when doubling, 8 at a quarter, 6 with no growth at all, which would
+// leave a server with no global limit, or a high one, at rampStart a round
+// trip). The first global throttle ends the ramp, and its window is
+// learned from there (see learnedWindow).
+const (
+	rampStart  = 4
+	rampGrowth = 4
+)
 
 func (sc *scopeState) pause(until int64) {
 	for {
@@ -81,6 +108,19 @@ func (sc *scopeState) earliest(d int64) int64 {
 }
 
 func (sc *scopeState) earliestLocked(d int64) int64 {
+	if !sc.globalSeen {
+		if sc.out >= rampStart+sc.through/rampGrowth {
+			// The answer that lets the next go dispatches its key; the
+			// other keys of the scope look again a while after.
+			return max(d, satAdd(sc.lastAt, sc.rampHold()))
+		}
+		// What an answer lets go leaves after the answers that came at
+		// the same instant are taken in: one of them may be the first
+		// global throttle (in virtual time, at least, they come together).
+		if sc.answerAt != 0 {
+			d = max(d, sc.answerAt+1)
+		}
+	}
 	if sc.window.on {
 		return max(d, sc.window.earliest(d))
 	}
@@ -106,34 +146,43 @@ func (sc *scopeState) take(d, at int64) (seq uint64, ok bool) {
 		sc.firstAt = at
 	}
 	sc.sent++
+	sc.out++
 	sc.lastAt = at
 	sc.window.take(d)
 	return sc.sent, true
 }
 
 // throttled learns from a global throttle of the scope's departure seq (0:
-// not counted) whose wait ends at end.
-func (sc *scopeState) throttled(end int64, seq uint64) {
+// not counted) whose wait ends in [lo, end] (see learnedWindow.throttledIn).
+func (sc *scopeState) throttled(lo, end int64, seq uint64) {
 	sc.activate()
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	sc.window.throttled(end, seq, sc.sent)
+	sc.globalSeen = true
+	if seq != 0 {
+		sc.out = max(sc.out-1, 0)
+	}
+	sc.window.throttledIn(lo, end, seq, sc.sent)
 	sc.window.answered(seq)
 	sc.learning.Store(sc.window.learning())
 }
 
 // answered notes an answer, not a global throttle, to the scope's
-// departure seq, that took rtt (0: no answer came).
-func (sc *scopeState) answered(seq uint64, rtt int64) {
+// departure seq, that took rtt (0: no answer came), at now.
+func (sc *scopeState) answered(seq uint64, rtt, now int64) {
 	if seq == 0 {
 		return
 	}
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
+	sc.out = max(sc.out-1, 0)
 	if rtt > 0 {
+		sc.answerAt = now
+		sc.through++
 		if sc.rtt == 0 {
-			sc.rtt = rtt
+			sc.rtt, sc.rttVar = rtt, rtt/2
 		}
+		sc.rttVar += (abs64(rtt-sc.rtt) - sc.rttVar) / 4
 		sc.rtt += (rtt - sc.rtt) / 8
 	}
 	sc.window.answered(seq)
@@ -142,9 +191,22 @@ func (sc *scopeState) answered(seq uint64, rtt int64) {
 
 // holdFor returns how long after the last departure a key held while the
 // window is learned looks again: the answer it waits for is due after
-// about an answer's time, and may come to another key of the scope.
+// about an answer's time, and may come to another key of the scope; as
+// TCP's retransmission timeout does, the wait allows four times the
+// answers' deviation (their time at least), or answers that jitter by
+// more than half their time come after it, and a second request goes
+// into a window the first would have named.
 func (sc *scopeState) holdFor() int64 {
-	return min(max(sc.rtt+sc.rtt/2, int64(time.Millisecond)), int64(probeWait))
+	return min(max(sc.rtt+max(sc.rtt, 4*sc.rttVar), int64(time.Millisecond)), int64(probeWait))
+}
+
+// rampHold is how long after the last departure a key held by the ramp
+// looks again: holdFor, or, before any answer was timed, 10 ms.
+func (sc *scopeState) rampHold() int64 {
+	if sc.rtt == 0 {
+		return int64(10 * time.Millisecond)
+	}
+	return sc.holdFor()
 }
 
 // idle reports whether the scope holds nothing a new one would not learn

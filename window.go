@@ -41,7 +41,6 @@ type learnedWindow struct {
 
 	minSpan int64   // the shortest cycle seen
 	quota   float64 // the fewest requests such a cycle let through
-	agree   int     // cycles of that length that agreed on it
 
 	// A throttle of the window in use: the window's departures when it
 	// came (0: none this cycle), the first of them, their throttles so
@@ -51,13 +50,17 @@ type learnedWindow struct {
 	inThr   uint64
 	inLimit float64
 
+	// b holds the spans the ends lie in, and an anchor to measure the
+	// length again from (see windowBounds); nil until the first throttle.
+	b      *windowBounds
 	first  float64 // what the first cycle let through; 0 until counted
 	lastAt int64   // when the last departure left
 	// offset is the server's clock less ours that the ends were read with,
 	// when they are instants on the server's clock (Retry-After dates).
 	offset int64
 
-	counted bool // the cycle ending at curEnd is counted
+	agree   int32 // cycles of the shortest length that agreed on its quota
+	counted bool  // the cycle ending at curEnd is counted
 	on      bool
 	off     bool // a window proved wrong in a way only a bucket explains: learn no more
 	// precise: each throttle names the end of its window to the
@@ -70,6 +73,24 @@ type learnedWindow struct {
 	period  int64   // the window's length
 	end     int64   // the end of the current window
 	left    float64 // requests left in it
+}
+
+// windowBounds is what a learnedWindow keeps of the spans its cycles'
+// ends lie in (see throttledIn): the earliest the present and the last
+// cycle may have ended, and the anchor, an end named while the window was
+// in use (or when it began to be), with the earliest it may have been: the
+// length is measured again from it (see refine).
+type windowBounds struct {
+	curLo, prevLo    int64
+	anchor, anchorLo int64
+}
+
+// bounds returns w's bounds, made if need be.
+func (w *learnedWindow) bounds() *windowBounds {
+	if w.b == nil {
+		w.b = new(windowBounds)
+	}
+	return w.b
 }
 
 // windowTolerance is how much two cycles of one window may differ in
@@ -98,6 +119,13 @@ func (w *learnedWindow) reclock(off int64) {
 				*e -= d
 			}
 		}
+		if b := w.b; b != nil {
+			for _, e := range []*int64{&b.prevLo, &b.anchor, &b.anchorLo, &b.curLo} {
+				if *e != 0 {
+					*e -= d
+				}
+			}
+		}
 		w.offset = off
 	}
 }
@@ -117,11 +145,35 @@ func (w *learnedWindow) unheard(sent, pending uint64) {
 // end, with sent departures so far. The throttles of one cycle come back
 // in any order and name the same end.
 func (w *learnedWindow) throttled(end int64, seq, sent uint64) {
+	w.throttledIn(end, end, seq, sent)
+}
+
+// throttledIn is throttled for a wait whose end lies in [lo, end]: a wait
+// stated as a delay ends that long after the server decided, which was
+// after the request left (lo: its departure plus the wait) and before its
+// answer came (end: the answer's arrival plus the wait).
+func (w *learnedWindow) throttledIn(lo, end int64, seq, sent uint64) {
+	lo = min(lo, end)
+	b := w.bounds()
 	switch {
 	case seq <= w.prevSent:
 		return // from a cycle already counted
-	case w.curEnd != 0 && abs64(end-w.curEnd) <= windowTolerance:
-		// Another of this cycle.
+	case w.curEnd != 0 && (abs64(end-w.curEnd) <= windowTolerance || lo < end && lo <= w.curEnd && end >= b.curLo):
+		// Another of this cycle (or their spans meet: answers whose
+		// flights differ by more than the tolerance). Each names the end
+		// as its answer's arrival plus its wait, after the true end by the
+		// answer's flight: the earliest is the nearest.
+		b.curLo = max(b.curLo, lo)
+		if end < w.curEnd {
+			if w.end == w.curEnd {
+				w.end = end
+			}
+			if b.anchor == w.curEnd {
+				b.anchor = end
+				b.anchorLo = max(b.anchorLo, lo)
+			}
+			w.curEnd = end
+		}
 		if seq <= w.curSent && !w.counted {
 			w.curThr++
 		}
@@ -135,14 +187,15 @@ func (w *learnedWindow) throttled(end int64, seq, sent uint64) {
 	}
 	if w.curEnd != 0 {
 		w.complete() // the answers that have not come will not
-		w.prevEnd, w.prevSent = w.curEnd, w.curSent
+		w.prevEnd, w.prevSent, b.prevLo = w.curEnd, w.curSent, b.curLo
 	}
 	// The answers so far to departures after prevSent are this cycle's.
 	w.curEnd, w.curSent, w.curThr, w.curAns, w.nextAns, w.counted = end, sent, 1, w.nextAns, 0, false
-	w.inSent = 0
+	b.curLo, w.inSent = lo, 0
 	switch {
 	case w.off:
 	case w.on && seq > w.start:
+		w.refine(lo, end)
 		// Throttled in the window in use. A wait that ends near where the
 		// window began: the boundary is later than it seemed. One that
 		// ends with the window: the quota is what went through, unless
@@ -190,14 +243,68 @@ func (w *learnedWindow) complete() {
 	if w.prevEnd == 0 || w.curEnd <= w.prevEnd {
 		return
 	}
-	w.count(through, w.curEnd-w.prevEnd)
+	b := w.bounds()
+	w.count(through, span(b.prevLo, w.prevEnd, b.curLo, w.curEnd))
 	if !w.on && !w.off && w.agree >= 2 && w.quota >= 1 && w.minSpan > windowTolerance {
-		// Windows are set in round numbers: a cycle measured to within the
-		// jitter of a response is taken to the nearest 10 ms.
 		w.on, w.limit = true, w.quota
-		w.period = max((w.minSpan+5e6)/1e7*1e7, 1e7)
+		w.period = roundPeriod(w.minSpan)
 		w.end, w.left = w.curEnd, 0
+		b.anchor, b.anchorLo = w.curEnd, b.curLo
 	}
+}
+
+// refine measures the length of a window in use again from end, the end
+// of a window that a throttle named, and the anchor, an end named windows
+// before: each end is read as an answer's arrival plus its wait, late by
+// the answer's flight, so the shortest cycles, which set the length, are
+// short by up to the flight's jitter (by 10-20 ms with 20 ms of it), and
+// boundaries counted on from one end drift early by as much a window,
+// until requests sent just before a boundary are throttled (every third
+// window). Over n windows, the error is the jitter over n.
+//
+// The length is measured between the middles of the spans the two ends
+// lie in (see span), and only when the span between them is near a whole
+// number of windows of the length known: a length far off (6 % short,
+// with 100 ms of jitter) would count them wrong over a long span, and
+// walk the length further off.
+func (w *learnedWindow) refine(lo, end int64) {
+	b := w.b
+	if b == nil || b.anchor == 0 || end <= b.anchor || w.period <= 0 {
+		return
+	}
+	sp := span(b.anchorLo, b.anchor, lo, end)
+	n := (sp + w.period/2) / w.period
+	if n < 2 || abs64(sp-n*w.period) > w.period/4 {
+		return // no whole number of windows known
+	}
+	if p := sp / n; abs64(p-w.period) <= windowTolerance {
+		w.period = p
+	}
+}
+
+// roundPeriod returns the length of a window measured as span: windows
+// are set in round numbers, and a cycle measured to within the jitter of
+// a response is taken to the whole second within windowTolerance, or else
+// to the 100 ms within 10 ms, or else to the nearest 10 ms. (A second
+// measured as 993 ms, taken as 990, drifted 10 ms a window early, and
+// the sixth window's requests went before the server's boundary.)
+func roundPeriod(span int64) int64 {
+	for _, u := range []struct{ unit, tol int64 }{{1e9, windowTolerance}, {1e8, 1e7}} {
+		if m := (span + u.unit/2) / u.unit * u.unit; m > 0 && abs64(span-m) <= u.tol {
+			return m
+		}
+	}
+	return max((span+5e6)/1e7*1e7, 1e7)
+}
+
+// span returns the time from one end to another, each known to lie in a
+// span [lo, hi] (see throttledIn): from the middle of one to the middle of
+// the other. The shortest of the spans from hi to hi (what the answers'
+// arrivals say) is short by the flight's jitter; the middle halves the
+// error, and none is left when the server decides as a request arrives.
+func span(lo0, hi0, lo1, hi1 int64) int64 {
+	lo0, lo1 = min(lo0, hi0), min(lo1, hi1)
+	return (lo1 - lo0 + hi1 - hi0) / 2
 }
 
 // judge sets the limit of a window in use from the throttles of its

@@ -258,14 +258,18 @@ func TestAHeldScopeRequestGoesOnceItsHoldIsOver(t *testing.T) {
 	ms := int64(time.Millisecond)
 	sc := &scopeState{}
 	sc.activate()
+	var seqs []uint64
 	for range 3 {
 		seq, ok := sc.take(0, 0)
 		require.True(t, ok)
-		sc.answered(seq, 20*ms)
+		seqs = append(seqs, seq)
 	}
-	seq, ok := sc.take(0, 0)
+	for _, seq := range seqs {
+		sc.answered(seq, 20*ms, 20*ms)
+	}
+	seq, ok := sc.take(21*ms, 21*ms)
 	require.True(t, ok)
-	sc.throttled(1000*ms, seq) // the first cycle: 3 through, the window ends at 1 s
+	sc.throttled(1000*ms, 1000*ms, seq) // the first cycle: 3 through, the window ends at 1 s
 	for range 3 {
 		_, ok := sc.take(1000*ms, 1000*ms)
 		require.True(t, ok)
