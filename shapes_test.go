@@ -265,20 +265,20 @@ func TestSparseShapes(t *testing.T) {
 		// (TestFixedWindowLearnedFromRetryAfterDates). With the published
 		// limit: 0.911, one throttle, a window never learned from it.
 		"fixed-window-date-skewed": {0.9, 20, true},
-		// Efficiency holds, and at most one throttle a window after the
-		// first (checked: windowed below): one in each of the two windows
-		// that measure the global window, none after. In the first, 3 to 7
-		// (the routes of one bucket, then the global window unknown); the
-		// 2 to 6 early ones left in it before its first global 429 came back.
-		// Known tail (issue 12, open): in about 5 % of goroutine orders
-		// with 32 workers the targets are missed, mostly because the
-		// bucket of two routes is spent early in window 0 and its next
-		// request holds the key's one queue for the rest of it: window 0
-		// never meets the global limit, window 1 drains some 20 at once
-		// and the first cycle, counted from the first departure, spans two
-		// windows (16-20 throttles in all). Held by tail below: at most 8
-		// of 40 runs miss (about 2 expected), none beyond 24 throttles.
-		"discord-routes-global": {0, 12, true},
+		// Efficiency holds (0.997-0.998), and at most one throttle a window
+		// after the first (checked: windowed below): one in each of the two
+		// windows that measure the global window, none after. In the first,
+		// 2 to 6, sent while the global limit was unknown (the scope's ramp,
+		// see rampStart), before its first global 429 came back: 4-8 in all.
+		// Once, in about 5 % of goroutine orders with 32 workers, a bucket
+		// of two routes spent early in window 0 held the key's one queue
+		// for the rest of it (16-20 throttles); a bucket's wait no longer
+		// holds the other routes (TestABucketSpentEarlyDoesNotHoldTheOtherRoutes).
+		// The case still runs 40 times (tail below): every run holds the
+		// efficiency, 12 throttles and nothing sent after a wait came; at
+		// most one of the 40 may go past 10 throttles or one a window
+		// (none did in 4,000 runs with -race).
+		"discord-routes-global": {0, 10, true},
 		// 0.910 / 0.918 (target 0.95, out of reach: at most 0.952): each
 		// throttle's whole-second wait costs the refill the bucket cannot
 		// hold (10 of the 400 requests past its burst), and a key that
@@ -300,7 +300,7 @@ func TestSparseShapes(t *testing.T) {
 			c.floor, c.maxThrottled, c.earlyOK = st.floor, st.throttled, st.early
 		}
 		if sh.Name == "discord-routes-global" {
-			c.tail.runs, c.tail.miss, c.tail.throttled = 40, 8, 24
+			c.tail.runs, c.tail.miss, c.tail.throttled = 40, 1, 12
 		}
 		c.windowed = sh.Name == "discord-routes-global" || sh.Name == "fixed-window-date-skewed" || sh.Name == "bare-429" || sh.Name == "retry-after-only"
 		cases = append(cases, c)

@@ -301,7 +301,7 @@ func roundPeriod(span int64) int64 {
 // span [lo, hi] (see throttledIn): from the middle of one to the middle of
 // the other. The shortest of the spans from hi to hi (what the answers'
 // arrivals say) is short by the flight's jitter; the middle halves the
-// error, and none is left when the server decides as a request arrives.
+// error.
 func span(lo0, hi0, lo1, hi1 int64) int64 {
 	lo0, lo1 = min(lo0, hi0), min(lo1, hi1)
 	return (lo1 - lo0 + hi1 - hi0) / 2
