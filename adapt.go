@@ -845,7 +845,13 @@ type aimdCycles struct {
 	win       bool    // the cycles look like a window's: all comes back at once
 	wait      int64   // the last wait named
 	lastAt1   int64   // when the first burst's last departure left
+	floor     float64 // the least pace the cut being made may keep (see measure); 0: none
 }
+
+// floorKeep is the share kept of a pace a window's quota a wait sustains
+// (see measure): a pace of exactly its quota a window meets a window's
+// boundary now and then with one request too many.
+const floorKeep = 0.98
 
 // cycles returns a's aimdCycles, allocating them.
 func (a *aimd) cycles() *aimdCycles {
@@ -932,6 +938,10 @@ func (a *aimd) throttledAt(now int64, seq uint64, at int64, atKnown bool, firstA
 	default:
 		measured = a.at(now)
 	}
+	if f := a.c.floor; f > measured {
+		measured, keep, k = f, floorKeep, 0
+	}
+	a.c.floor = 0
 	if a.ceiling > 0 {
 		measured = min(measured, a.ceiling)
 	}
@@ -962,7 +972,9 @@ func (a *aimd) throttledAt(now int64, seq uint64, at int64, atKnown bool, firstA
 // quota comes back at once, b0, and nothing between; the pace is then
 // measured as for any throttle. (A wait of a second says as much of a
 // small bucket; a window that a later cycle shows refilling between is a
-// bucket after all.) What a wait brings back leaves at once when it ends,
+// bucket after all; a cycle after a wait of a second cannot tell a window
+// from a small bucket, and the pace is cut no lower than the first burst a
+// wait.) What a wait brings back leaves at once when it ends,
 // but a request (see waited); a throttle among those or right after them
 // shows it smaller.
 func (a *aimd) measure(seq uint64, at, firstAt int64) (rate, keep, k float64) {
@@ -985,6 +997,11 @@ func (a *aimd) measure(seq uint64, at, firstAt int64) (rate, keep, k float64) {
 		if n <= a1+1 || s-t1 < 0.1 || t1 < 0 {
 			if a.c.wait > int64(1500*time.Millisecond) {
 				a.c.b0, a.c.win = max(min(n, a1), 1), true // a window's quota, or a log's
+			} else if a.c.wait > 0 {
+				// A wait of a second: a window's (a log's) or a small
+				// bucket's. A window lets its quota through each wait
+				// at the least: the pace is cut no lower than that.
+				a.c.floor = min(n, a1) / (float64(a.c.wait) / 1e9)
 			}
 			return 0, 0, 0
 		}
