@@ -21,7 +21,10 @@ func TestRun(t *testing.T) {
 	pr, pw := io.Pipe()
 	errc := make(chan error, 1)
 	go func() {
-		errc <- run(ctx, []string{"-addr", "127.0.0.1:0", "-rate", "5", "-burst", "2", "-dialect", "ietf"}, pw, io.Discard)
+		// 5 a minute, burst 2: the third request is refused however long
+		// a loaded machine takes to send the three (at 5 a second, one
+		// sent 200ms after the first would be admitted).
+		errc <- run(ctx, []string{"-addr", "127.0.0.1:0", "-rate", "5", "-window", "1m", "-burst", "2", "-dialect", "ietf"}, pw, io.Discard)
 		pw.Close()
 	}()
 	lines := bufio.NewScanner(pr)
