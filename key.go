@@ -31,61 +31,62 @@ type keyEnv struct {
 // while the head of the queue waits for the pacer, wakes the queue; no
 // goroutine waits on a request's behalf.
 type keyState struct {
-	env  *keyEnv
-	lims []Limit
-	// sharedLims are the limits reserved in the shared quota: lims, one
-	// request of each burst held in reserve (see sharedLimits).
-	sharedLims []Limit
-	host       *hostState  // host.name is its host
-	scope      *scopeState // the keys of its credential on its host
-
-	mu sync.Mutex
+	// First, what every request reads or writes, in the struct's first
+	// six cache lines (with out's second half): with many keys in use, a
+	// line a request touches is likely out of the CPU's nearer caches.
+	env   *keyEnv
+	host  *hostState  // host.name is its host
+	scope *scopeState // the keys of its credential on its host
+	mu    sync.Mutex
 	// The first attempts of the current budget bucket, counted here, next
 	// to the lock every request takes, and handed to budget when the bucket
 	// ends or a retry asks: the budget's own memory stays cold.
 	budgetIdx atomic.Int64
 	budgetCur atomic.Int64
-
-	pacer    pacer
-	model    serverModel   // what the server says is left
-	buckets  *bucketModels // the server's named buckets; nil until one is named
-	aimd     aimd          // the pace learned from bare throttles
-	aimdB    bucket        // aimd's pace, as a bucket of burst 1 that counts requests
-	window   learnedWindow // a fixed window learned from the throttles' waits
-	learning atomic.Bool   // the window counts answers that say nothing (see answered)
-	unseen   atomic.Int32  // departures whose outcome the key has not yet taken in
-	sent     uint64        // departures so far; the last one's number
-	firstAt  int64         // when the first departure left
-	probing  atomic.Bool   // no response has come yet
-	firstSeq uint32        // the first departure's number, truncated; 0: none yet, or it was not sent
-	budget   *retryBudget  // nil when budgets are off
-	br       *breaker      // nil without WithBreaker
-	out      outage        // whether its host is down; see outage.go
-	strikes  *strikes      // throttles in a row; nil: none (see strikes.go)
-	queue    waitList
-	inflight int   // counted only with a bound on it
-	freedAt  int64 // when a full in-flight set last had a slot again
-	timer    *time.Timer
-	timerAt  int64 // when the armed timer fires; 0 when disarmed
-	evicted  bool  // removed from the key table; look the key up again
-	// fleetPaced: the key has no limits and its shared quota learns, so
-	// the pace after bare throttles is the fleet's (see SharedLearner),
-	// and the key cuts its own only for a throttle it could not share.
-	fleetPaced bool
+	budget    *retryBudget // nil when budgets are off
+	sent      uint64       // departures so far; the last one's number
+	pacer     pacer
+	unseen    atomic.Int32 // departures whose outcome the key has not yet taken in
+	learning  atomic.Bool  // the window counts answers that say nothing (see answered)
+	probing   atomic.Bool  // no response has come yet
+	// striking: strikes is not nil, read without the lock.
+	striking atomic.Bool
+	// statedUntil is the end of the last wait a server named that was
+	// longer than the cap (WithMaxServerWait); 0 when none. The key is
+	// held for the cap at most; a request whose wait would be longer fails
+	// at once (see holdStated).
+	statedUntil int64
+	queue       waitList
+	inflight    int      // counted only with a bound on it
+	strikes     *strikes // throttles in a row; nil: none (see strikes.go)
+	evicted     bool     // removed from the key table; look the key up again
 	// rare holds a bit for each rarely-true state that acquire's fast path
 	// (see takePlain) does not look at, under mu. dispatch, which runs at
 	// the end of every locked change of the key's state, sets it from the
 	// state (see rareNow); a bit for a state that has ended since costs
 	// only the general path, until the next dispatch clears it.
 	rare uint8
-	// striking: strikes is not nil, read without the lock.
-	striking atomic.Bool
+	// fleetPaced: the key has no limits and its shared quota learns, so
+	// the pace after bare throttles is the fleet's (see SharedLearner),
+	// and the key cuts its own only for a throttle it could not share.
+	fleetPaced bool
+	firstSeq   uint32 // the first departure's number, truncated; 0: none yet, or it was not sent
+	out        outage // whether its host is down; see outage.go
 
-	// statedUntil is the end of the last wait a server named that was
-	// longer than the cap (WithMaxServerWait); 0 when none. The key is
-	// held for the cap at most; a request whose wait would be longer fails
-	// at once (see holdStated).
-	statedUntil int64
+	lims []Limit
+	// sharedLims are the limits reserved in the shared quota: lims, one
+	// request of each burst held in reserve (see sharedLimits).
+	sharedLims []Limit
+	model      serverModel   // what the server says is left
+	buckets    *bucketModels // the server's named buckets; nil until one is named
+	aimd       aimd          // the pace learned from bare throttles
+	aimdB      bucket        // aimd's pace, as a bucket of burst 1 that counts requests
+	window     learnedWindow // a fixed window learned from the throttles' waits
+	firstAt    int64         // when the first departure left
+	br         *breaker      // nil without WithBreaker
+	freedAt    int64         // when a full in-flight set last had a slot again
+	timer      *time.Timer
+	timerAt    int64 // when the armed timer fires; 0 when disarmed
 
 	sample dateSampling // the next request that reads the server's clock
 
