@@ -17,6 +17,9 @@ type hostState struct {
 	// msResets: an answer stated a reset to the millisecond (see
 	// resetPrecision).
 	msResets atomic.Bool
+	// conns is what carries the host's requests, as its answers showed:
+	// connsUnknown, connsHTTP1, connsNone or connsHTTP2 (see connWatch).
+	conns atomic.Uint32
 
 	mu     sync.Mutex
 	refs   int                    // keys that point here

@@ -187,6 +187,8 @@ type departure struct {
 	// direct: it left on acquire's fast path, and sent is the clock read
 	// of the goroutine that sends it, taken just before.
 	direct bool
+	// replay: net/http sent it again, as its key's replay (see replayTurn).
+	replay bool
 	// probeRoute is the route of a key whose server names buckets, when
 	// this is the route's first request: its others wait for its answer.
 	probeRoute string
@@ -539,10 +541,12 @@ func (k *keyState) dispatchQueue(now int64) {
 			break // release dispatches again
 		}
 		if !k.outageGate(now) {
-			if k.out.probing {
+			if k.out.probing && (!k.out.replaying || k.out.down) {
 				break // the probe's answer dispatches again
 			}
-			return // a stall: the next answer dispatches again, or the timer
+			// A stall or a replay: the next answer dispatches again, or
+			// the timer.
+			return
 		}
 		if !k.strikeGate() {
 			break // the try's answer dispatches again

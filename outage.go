@@ -49,12 +49,17 @@ type outage struct {
 	upAt        uint64 // the last departure before the last outage ended
 	// While fleet: when the fleet's next probe is due.
 	fleetNext int64
-	bo        *backoff.ExponentialBackOff
-	clock     clockAt       // bo's clock, never read: bo has no elapsed-time bound
-	isDown    atomic.Bool   // down, read without the lock
-	stalled   atomic.Bool   // the queue waits for an answer (see outageGate)
-	changes   atomic.Uint64 // times down changed
-	logged    atomic.Uint64 // changes logged (see observer.outage)
+	// replaying: the probe out is net/http's replay of a request that met
+	// a broken keep-alive connection, while the host was up (see
+	// replayTurn); replayUntil is when it stops holding the queue.
+	replaying   bool
+	replayUntil int64
+	bo          *backoff.ExponentialBackOff
+	clock       clockAt       // bo's clock, never read: bo has no elapsed-time bound
+	isDown      atomic.Bool   // down, read without the lock
+	stalled     atomic.Bool   // the queue waits for an answer (see outageGate)
+	changes     atomic.Uint64 // times down changed
+	logged      atomic.Uint64 // changes logged (see observer.outage)
 
 	// What tells a stall (see outageGate).
 	firstOut atomic.Int64 // 1 + when the first request sent since the last answer went; 0: none
@@ -219,7 +224,15 @@ func newProbeSchedule(o RetryOptions) probeSchedule {
 func (k *keyState) outageGate(now int64) bool {
 	o := &k.out
 	if o.probing {
-		return false
+		if !o.replaying || o.down {
+			return false
+		}
+		if now < o.replayUntil {
+			k.arm(now, o.replayUntil)
+			return false
+		}
+		// A replay that takes this long is a long call, not a host down:
+		// the queue goes on.
 	}
 	first, end, ok := k.stalls(now)
 	if !ok {
@@ -336,7 +349,7 @@ func (k *keyState) settle(dep *departure, v outageVerdict) {
 			}
 		}
 	}
-	if !o.isDown.Load() && !o.stalled.Load() && (v != hostDown || !on) {
+	if !o.isDown.Load() && !o.stalled.Load() && (v != hostDown || !on) && !dep.replay {
 		return // the common case: the host is up, and nothing to undo
 	}
 	now := k.env.now()
@@ -355,6 +368,14 @@ const latencySample = 8
 // settleLocked is settle with k.mu held; the caller dispatches.
 func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict) {
 	o := &k.out
+	if o.replaying && o.probe == seq {
+		o.replaying = false
+		if !o.down {
+			// The replay of a host that was up: its failure begins an
+			// outage below, as any.
+			o.probing = false
+		} // else the host went down meanwhile: the replay is its probe
+	}
 	switch {
 	case !o.down && v == hostDown && seq > o.upAt && k.env.probe.initial > 0:
 		// The requests sent after the one that failed are in flight: a
@@ -382,7 +403,7 @@ func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict) {
 	case v == hostUp && seq > o.downAt:
 		// A request sent after the failure that began the outage, or
 		// admitted before a hold (the breaker's), came back fine.
-		o.probing, o.upAt = false, k.sent
+		o.probing, o.replaying, o.upAt = false, false, k.sent
 		o.setDown(false)
 	}
 }
@@ -445,4 +466,44 @@ func (k *keyState) failLate(now int64) {
 		return
 	}
 	k.failBefore(now, next, k.env.wall(next))
+}
+
+// replayVerdict is what replayTurn says of a replay by net/http.
+type replayVerdict uint8
+
+const (
+	replayGo     replayVerdict = iota // send it, as any request
+	replayClaim                       // it is the key's replay: send it on a fresh connection
+	replayStop                        // stop it: its request waits behind the probe or replay out
+	replayFailed                      // stop it: the probe it is broke again
+)
+
+// replayTurn decides, when net/http is about to send again departure seq
+// of k, a request that met a broken keep-alive connection (see
+// connWatch), whether it may. A host that is up gets one such replay at a
+// time, sent on a fresh connection: in effect a probe of the host, whose
+// answer the queue waits for (probeWait at most: a long call is not a
+// host down), and whose failure is a failure of the host. The replays of
+// other requests meanwhile, and any while the host is down, are stopped:
+// their requests wait in the queue. A probe that net/http would send
+// again broke: that is its failure.
+func (k *keyState) replayTurn(seq uint64) replayVerdict {
+	now := k.env.now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	o := &k.out
+	switch {
+	case o.probing && o.probe == seq:
+		return replayFailed
+	case o.down:
+		return replayStop
+	case !o.probing:
+		o.probing, o.probe, o.replaying = true, seq, true
+		o.replayUntil = satAdd(now, int64(probeWait))
+		k.dispatch(now)
+		return replayClaim
+	case o.replaying && now < o.replayUntil:
+		return replayStop
+	}
+	return replayGo // the replay out is a long call
 }

@@ -146,7 +146,7 @@ func (k *keyState) fleetUp() {
 	if !o.down || !o.fleet {
 		return
 	}
-	o.probing, o.upAt = false, k.sent
+	o.probing, o.replaying, o.upAt = false, false, k.sent
 	o.setDown(false)
 	k.dispatch(now)
 }

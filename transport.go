@@ -170,6 +170,23 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err == nil && !sig.Throttled && resp.StatusCode < 400 && t.retry.check == nil {
 			return s.answer(resp), nil // the common case: nothing to retry
 		}
+		if c.held && c.ctx.Err() == nil {
+			if c.canResend() {
+				// net/http's replay of the attempt was stopped before a
+				// byte of it was written (see connWatch): the request
+				// waits in the key's queue, behind its probe, as the
+				// replay net/http would have sent, and spends no attempt.
+				if c.r == nil {
+					c.r, _ = t.retry.newRetrier(c.req, nil, time.Now()) // no body: cannot fail
+				}
+				c.r.held = true
+				if o != nil {
+					o.retry(c.ctx, req, c.key, c.attempt+1, 0, nil, err)
+				}
+				continue
+			}
+			err = &errReplayHeld{err}
+		}
 		delay, again := c.decide(&s, resp, err, sig, hv)
 		if !again {
 			if err != nil {
@@ -210,6 +227,7 @@ type call struct {
 	cost int64
 
 	attempt  int            // the attempt under way, from 1
+	held     bool           // net/http's replay of the attempt was stopped (see connWatch)
 	r        *retrier       // the retries; made when the first attempt leaves, for a body
 	ownsBody bool           // r holds the request's body: end closes it through r
 	bodyOurs bool           // nothing took the request's body yet: end closes it
@@ -249,6 +267,15 @@ func (c *call) giveUp(err error, lastOK bool) (*http.Response, error) {
 		err = c.r.fail(err)
 	}
 	return nil, err
+}
+
+// canResend reports whether the call's request can be sent again with
+// the same body: it has none, or its retrier can replay it.
+func (c *call) canResend() bool {
+	if c.r != nil {
+		return c.r.rp.canReplay()
+	}
+	return c.req.Body == nil || c.req.Body == http.NoBody
 }
 
 // keep holds resp, a response about to be retried, as the answer should
@@ -335,21 +362,41 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	// Nothing between the departure and here could wait (see sending):
 	// no shared quota, no retrier (a body read, a retry), no hook.
 	k.sending(&s.dep, s.dep.direct && c.r == nil && o == nil && t.cfg.shared == nil)
+	var w *connWatch
+	if k.watchConns(s.dep.seq) {
+		w, out = newConnWatch(out, k, s.dep.seq)
+	}
 	resp, err := t.base.RoundTrip(out)
 	c.bodyOurs = false // the base closes it
 	if resp == nil && err == nil {
 		err = errNilResponse // a broken base: an error, not a panic
+	}
+	var failed bool // the replay or probe the attempt held broke again
+	c.held = false
+	if w != nil {
+		s.dep.replay, failed, c.held = w.finish(resp, err)
 	}
 	downBefore := t.fleet != nil && k.isDown() // before this answer settles
 	if o != nil {
 		o.sent(ctx, c.req, c.key, err)
 	}
 	if k.br != nil {
-		s.done(classify(resp, err, ctx.Err()))
+		if c.held {
+			s.done(outcomeExcluded) // it waits for the probe, not the breaker
+		} else {
+			s.done(classify(resp, err, ctx.Err()))
+		}
 	}
 	var hv outageVerdict
 	if err != nil {
 		hv = hostVerdict(nil, err, ctx.Err(), sig)
+		switch {
+		case hv == hostUnknown:
+		case c.held:
+			hv = hostUnknown // the probe or replay out says
+		case failed:
+			hv = hostDown
+		}
 		k.settle(&s.dep, hv)
 		k.unanswered(&s.dep)
 		k.endProbe()
