@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/headway-go/headway/fakeserver"
@@ -228,4 +229,221 @@ func TestABaseThatIsNotNetHTTPIsNotWatched(t *testing.T) {
 	k := tr.keys.get(tr.cfg.keyFunc(req), tr, req)
 	assert.EqualValues(t, connsNone, k.host.conns.Load())
 	assert.False(t, k.watchConns(2))
+}
+
+// replayRT plays net/http's part in virtual time: each try of a request
+// takes a connection and calls the trace's GotConn with it, and is sent
+// unless the connection was closed there; a try that breaks on a reused
+// connection is tried again on the next one, as net/http does, and the
+// pool holds pooled reused connections (then fresh ones are dialled).
+// The host breaks the next breaks tries to arrive, and what arrives while
+// down or is still unanswered when it goes down, and answers the rest
+// after latency; slow names a path answered after slowFor instead.
+type replayRT struct {
+	mu       sync.Mutex
+	pooled   int
+	breaks   int
+	down     bool
+	latency  time.Duration
+	slow     string
+	slowFor  time.Duration
+	arrivals []time.Time // when each try reached the host
+	closed   int         // connections closed in GotConn
+	ended    int         // of which fresh ones, which end the attempt
+}
+
+type traceConn struct {
+	net.Conn
+	closed bool
+}
+
+func (c *traceConn) Close() error { c.closed = true; return nil }
+
+func (f *replayRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	trace := httptrace.ContextClientTrace(req.Context())
+	for {
+		f.mu.Lock()
+		reused := f.pooled > 0
+		if reused {
+			f.pooled--
+		}
+		f.mu.Unlock()
+		c := &traceConn{}
+		if trace != nil && trace.GotConn != nil {
+			trace.GotConn(httptrace.GotConnInfo{Conn: c, Reused: reused})
+		}
+		f.mu.Lock()
+		if c.closed {
+			f.closed++
+			if !reused {
+				f.ended++
+			}
+			f.mu.Unlock()
+			if reused {
+				continue // nothing written: the next connection
+			}
+			return nil, net.ErrClosed
+		}
+		f.arrivals = append(f.arrivals, time.Now())
+		down := f.down || f.breaks > 0
+		if f.breaks > 0 {
+			f.breaks--
+		}
+		f.mu.Unlock()
+		if down {
+			if reused {
+				continue // broken after it was written: replayable, sent again
+			}
+			return nil, fakeserver.ErrConnReset
+		}
+		d := f.latency
+		if req.URL.Path == f.slow {
+			d = f.slowFor
+		}
+		time.Sleep(d)
+		f.mu.Lock()
+		if f.down { // reset while it waited for its answer
+			f.mu.Unlock()
+			if reused {
+				continue
+			}
+			return nil, fakeserver.ErrConnReset
+		}
+		f.pooled++
+		f.mu.Unlock()
+		return &http.Response{StatusCode: http.StatusOK, ProtoMajor: 1, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+	}
+}
+
+// TestAReplayHoldsTheQueueForOneRoundTrip, in virtual time: a request
+// whose reused connection broke on a host that is up is sent again once,
+// on a fresh connection, and the key's queue waits for its answer, no
+// longer; the pooled connections net/http would have tried first are
+// closed unwritten.
+func TestAReplayHoldsTheQueueForOneRoundTrip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &replayRT{pooled: 4, latency: 50 * time.Millisecond}
+		tr := New(base)
+		get := func(path string) {
+			resp, err := tr.RoundTrip(mustReq(t, "http://api.test"+path))
+			if assert.NoError(t, err) {
+				drain(resp)
+			}
+		}
+		get("/") // known to be net/http's over HTTP/1
+		// The next request meets a connection the host closed: it is
+		// sent again while the second waits.
+		base.mu.Lock()
+		base.breaks, base.pooled = 1, 4
+		base.mu.Unlock()
+		start := time.Now()
+		var second time.Time
+		var wg sync.WaitGroup
+		wg.Go(func() { get("/first") })
+		wg.Go(func() {
+			time.Sleep(time.Millisecond)
+			get("/second")
+			second = time.Now()
+		})
+		wg.Wait()
+		base.mu.Lock()
+		defer base.mu.Unlock()
+		assert.Len(t, base.arrivals, 1+1+1+1, "the warm-up, the first try, its one replay, the second")
+		assert.Equal(t, 3, base.closed, "pooled connections closed unwritten")
+		assert.Equal(t, 100*time.Millisecond, second.Sub(start),
+			"the second leaves at the replay's answer (50 ms), and takes its own round trip")
+		k := tr.keys.get("api.test", tr, mustReq(t, "http://api.test/"))
+		assert.False(t, k.isDown(), "the host is up")
+	})
+}
+
+// TestASlowReplayHoldsTheQueueForProbeWaitAtMost, in virtual time: a
+// replay that takes long is a long call, not a host down: the queue waits
+// for it probeWait at most.
+func TestASlowReplayHoldsTheQueueForProbeWaitAtMost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &replayRT{pooled: 1, latency: 10 * time.Millisecond, slow: "/slow", slowFor: 5 * time.Second}
+		tr := New(base)
+		get := func(path string) {
+			resp, err := tr.RoundTrip(mustReq(t, "http://api.test"+path))
+			if assert.NoError(t, err) {
+				drain(resp)
+			}
+		}
+		get("/")
+		base.mu.Lock()
+		base.breaks = 1
+		base.mu.Unlock()
+		start := time.Now()
+		var second time.Time
+		var wg sync.WaitGroup
+		wg.Go(func() { get("/slow") })
+		wg.Go(func() {
+			time.Sleep(time.Millisecond)
+			get("/second")
+			second = time.Now()
+		})
+		wg.Wait()
+		// probeWait, or a little more where the stall rule (see
+		// outageGate) holds longer; not the call's 5 s.
+		took := second.Sub(start)
+		assert.GreaterOrEqual(t, took, probeWait, "the second waited for the replay")
+		assert.Less(t, took, probeWait+100*time.Millisecond, "the second waited for the whole replay")
+	})
+}
+
+// TestAReplayThatFailsBeginsAnOutage, in virtual time: a host that resets
+// every connection, met by 4 workers with a pool of 8 warm connections
+// and answers that take 30 ms, so that several are in flight when it goes
+// down. The first replay goes on a fresh connection and fails: the host is
+// down; the replays of the other requests in flight are stopped unwritten,
+// and their requests wait behind the probes; nothing fails. The host sees,
+// while down, the one replay and the probes (200 and 600 ms), and the
+// first tries that left before the first failure was known: no more than
+// there are workers.
+func TestAReplayThatFailsBeginsAnOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const workers = 4
+		base := &replayRT{pooled: 8, latency: 30 * time.Millisecond}
+		tr := New(base, WithLimit(PerSecond(100).WithBurst(9)), WithRetry(batchRetry))
+		resp, err := tr.RoundTrip(mustReq(t, "http://api.test/"))
+		require.NoError(t, err)
+		drain(resp)
+		start := time.Now().Add(200 * time.Millisecond)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			time.Sleep(time.Until(start))
+			base.mu.Lock()
+			base.down = true
+			base.mu.Unlock()
+			time.Sleep(time.Second)
+			base.mu.Lock()
+			base.down = false
+			base.mu.Unlock()
+		})
+		var failed atomic.Int32
+		fanOut(120, workers, func() {
+			resp, err := tr.RoundTrip(mustReq(t, "http://api.test/items"))
+			if err != nil {
+				failed.Add(1)
+				t.Log(err)
+			}
+			drain(resp)
+		})
+		wg.Wait()
+		base.mu.Lock()
+		defer base.mu.Unlock()
+		var into int
+		for _, at := range base.arrivals {
+			if !at.Before(start) && at.Before(start.Add(time.Second)) {
+				into++
+			}
+		}
+		t.Logf("%d tries reached the host while it was down; %d connections closed unwritten, %d attempts stopped",
+			into, base.closed, base.ended)
+		assert.Zero(t, failed.Load(), "failed")
+		assert.GreaterOrEqual(t, into, 1+2, "the replay and the probes")
+		assert.LessOrEqual(t, into, workers, "tries that reached the host while it was down")
+		assert.NotZero(t, base.ended, "attempts stopped, whose requests waited for the probes")
+	})
 }
