@@ -362,20 +362,7 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	// Nothing between the departure and here could wait (see sending):
 	// no shared quota, no retrier (a body read, a retry), no hook.
 	k.sending(&s.dep, s.dep.direct && c.r == nil && o == nil && t.cfg.shared == nil)
-	var w *connWatch
-	if k.watchConns(s.dep.seq) {
-		w, out = newConnWatch(out, k, s.dep.seq)
-	}
-	resp, err := t.base.RoundTrip(out)
-	c.bodyOurs = false // the base closes it
-	if resp == nil && err == nil {
-		err = errNilResponse // a broken base: an error, not a panic
-	}
-	var failed bool // the replay or probe the attempt held broke again
-	c.held = false
-	if w != nil {
-		s.dep.replay, failed, c.held = w.finish(resp, err)
-	}
+	resp, failed, err := c.roundTrip(s, out)
 	downBefore := t.fleet != nil && k.isDown() // before this answer settles
 	if o != nil {
 		o.sent(ctx, c.req, c.key, err)
@@ -389,14 +376,7 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	}
 	var hv outageVerdict
 	if err != nil {
-		hv = hostVerdict(nil, err, ctx.Err(), sig)
-		switch {
-		case hv == hostUnknown:
-		case c.held:
-			hv = hostUnknown // the probe or replay out says
-		case failed:
-			hv = hostDown
-		}
+		hv = c.failVerdict(err, failed)
 		k.settle(&s.dep, hv)
 		k.unanswered(&s.dep)
 		k.endProbe()
@@ -433,14 +413,10 @@ func (c *call) sendPlain(s *slot, out *http.Request, sig *ratelimitheader.Signal
 	k := s.k
 	c.probe = k.isProbe(s.dep.seq)
 	k.sending(&s.dep, s.dep.direct && c.r == nil)
-	resp, err := c.t.base.RoundTrip(out)
-	c.bodyOurs = false // the base closes it
-	if resp == nil && err == nil {
-		err = errNilResponse // a broken base: an error, not a panic
-	}
+	resp, failed, err := c.roundTrip(s, out)
 	var hv outageVerdict
 	if err != nil {
-		hv = hostVerdict(nil, err, c.ctx.Err(), sig)
+		hv = c.failVerdict(err, failed)
 		k.settle(&s.dep, hv)
 		k.unanswered(&s.dep)
 		k.endProbe()
@@ -453,6 +429,42 @@ func (c *call) sendPlain(s *slot, out *http.Request, sig *ratelimitheader.Signal
 	k.strikeAnswered(&s.dep, err != nil || hv == hostDown || sig.Throttled)
 	k.seen()
 	return resp, hv, err
+}
+
+// roundTrip sends out, the attempt of slot s, through the base, and
+// watches net/http's replays of it where its host's requests go through
+// net/http (see connWatch): c.held reports that one was stopped, failed
+// that the key's replay or probe the attempt held broke again.
+func (c *call) roundTrip(s *slot, out *http.Request) (resp *http.Response, failed bool, err error) {
+	k := s.k
+	var w *connWatch
+	if k.watchConns(s.dep.seq) {
+		w, out = newConnWatch(out, k, s.dep.seq)
+	}
+	resp, err = c.t.base.RoundTrip(out)
+	c.bodyOurs = false // the base closes it
+	if resp == nil && err == nil {
+		err = errNilResponse // a broken base: an error, not a panic
+	}
+	c.held = false
+	if w != nil {
+		s.dep.replay, failed, c.held = w.finish(resp, err)
+	}
+	return resp, failed, err
+}
+
+// failVerdict is what err, the failure of the call's attempt, tells of
+// its host; failed as roundTrip returns it.
+func (c *call) failVerdict(err error, failed bool) outageVerdict {
+	hv := hostVerdict(nil, err, c.ctx.Err(), nil)
+	switch {
+	case hv == hostUnknown:
+	case c.held:
+		hv = hostUnknown // the replay or probe out says
+	case failed:
+		hv = hostDown
+	}
+	return hv
 }
 
 // decide reports whether the attempt of slot s, which ended with resp or
