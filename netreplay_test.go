@@ -447,3 +447,43 @@ func TestAReplayThatFailsBeginsAnOutage(t *testing.T) {
 		assert.NotZero(t, base.ended, "attempts stopped, whose requests waited for the probes")
 	})
 }
+
+// BenchmarkConnWatch measures what watching net/http's replays adds to an
+// attempt over HTTP/1 (the watch, its trace and context, the request's
+// copy, one GotConn, and finish), beside one round trip over loopback
+// through net/http alone, and through a Transport that watches it.
+func BenchmarkConnWatch(b *testing.B) {
+	b.Run("watch", func(b *testing.B) {
+		tr := New(&stubRT{})
+		req := mustReq(b, "http://api.test/")
+		k := tr.keys.get(tr.cfg.keyFunc(req), tr, req)
+		resp := &http.Response{StatusCode: http.StatusOK, ProtoMajor: 1}
+		info := httptrace.GotConnInfo{Reused: true}
+		b.ReportAllocs()
+		for b.Loop() {
+			w, out := newConnWatch(req, k, 1)
+			httptrace.ContextClientTrace(out.Context()).GotConn(info)
+			w.finish(resp, nil)
+		}
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+	for _, c := range []struct {
+		name string
+		rt   http.RoundTripper
+	}{{"loopback/net-http", base}, {"loopback/headway", New(base)}} {
+		b.Run(c.name, func(b *testing.B) {
+			req := mustReq(b, srv.URL+"/")
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := c.rt.RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				drain(resp)
+			}
+		})
+	}
+}

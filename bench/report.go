@@ -172,8 +172,8 @@ func OutageReport(table, spread string, s OutageScenario, m Machine, took time.D
 	p("the burst being admitted at once at the start and again after the outage) over the time taken, times the share of the requests that succeeded. **sent into the outage (server)**: requests that reached the server while it was down ")
 	p("(the fake server's `Stats.Outage`). **attempts into it (client)**: requests the client handed to its `http.Transport` meanwhile; ")
 	p("the two differ when net/http sends a request again by itself: a GET that meets a reset on a reused keep-alive connection is sent again on the next pooled one, ")
-	p("and again, until one is fresh, so the first request of a reset outage reaches the server once per pooled connection, before any client can know ")
-	p("(headway's probes are sent so that net/http does not replay them: one probe, one request at the server). **first success after it**: from the end of the outage to the first request the server admitted. ")
+	p("and again, until one is fresh, so the first request of a reset outage reaches the server once per pooled connection, before a client that does not watch can know ")
+	p("(headway watches these re-sends through the request's client trace: one at a time goes while the host is up, on a fresh connection, and none while it is down; its probes net/http does not re-send at all). **first success after it**: from the end of the outage to the first request the server admitted. ")
 	p("**429s**: throttles, for the clients that do not pace.\n\n")
 	p("The contenders, each with 30 attempts on 429 and 5xx as the issue measured them:\n\n")
 	for _, c := range OutageContenders {
