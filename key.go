@@ -187,8 +187,6 @@ type departure struct {
 	// direct: it left on acquire's fast path, and sent is the clock read
 	// of the goroutine that sends it, taken just before.
 	direct bool
-	// replay: net/http sent it again, as its key's replay (see replayTurn).
-	replay bool
 	// probeRoute is the route of a key whose server names buckets, when
 	// this is the route's first request: its others wait for its answer.
 	probeRoute string

@@ -151,10 +151,10 @@ func (w *connWatch) turn(reused bool) bool {
 
 // finish notes, once the attempt returned resp or err, what carries its
 // host's requests (see hostState.conns), and returns what became of
-// net/http's replays of it: whether one went as its key's replay, whether
-// that replay or the probe the attempt was broke again, and whether one was
-// stopped behind its key's replay or probe.
-func (w *connWatch) finish(resp *http.Response, err error) (replay, failed, stopped bool) {
+// net/http's replays of it: whether the key's replay or probe that the
+// attempt held broke again, and whether one was stopped behind its key's
+// replay or probe.
+func (w *connWatch) finish(resp *http.Response, err error) (failed, stopped bool) {
 	h := &w.k.host.conns
 	n := w.got.Load()
 	if err == nil {
@@ -171,15 +171,15 @@ func (w *connWatch) finish(resp *http.Response, err error) (replay, failed, stop
 			h.Store(connsHTTP1)
 		}
 	}
-	if n <= 1 {
-		return false, false, false
+	if n <= 1 || err == nil {
+		return false, false
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.h2 {
-		return false, false, false
+		return false, false
 	}
-	return w.replay, w.failed && err != nil, w.stopped && err != nil
+	return w.failed, w.stopped
 }
 
 // isHTTP2 reports whether c carries HTTP/2: a TLS connection that

@@ -57,7 +57,7 @@ type outage struct {
 	bo          *backoff.ExponentialBackOff
 	clock       clockAt       // bo's clock, never read: bo has no elapsed-time bound
 	isDown      atomic.Bool   // down, read without the lock
-	stalled     atomic.Bool   // the queue waits for an answer (see outageGate)
+	stalled     atomic.Bool   // the queue waits for an answer: a stall (see outageGate) or a replay (see replayTurn)
 	changes     atomic.Uint64 // times down changed
 	logged      atomic.Uint64 // changes logged (see observer.outage)
 
@@ -349,13 +349,16 @@ func (k *keyState) settle(dep *departure, v outageVerdict) {
 			}
 		}
 	}
-	if !o.isDown.Load() && !o.stalled.Load() && (v != hostDown || !on) && !dep.replay {
+	if !o.isDown.Load() && !o.stalled.Load() && (v != hostDown || !on) {
 		return // the common case: the host is up, and nothing to undo
 	}
 	now := k.env.now()
 	k.mu.Lock()
 	o.stalled.Store(false)
 	k.settleLocked(now, dep.seq, v)
+	if o.replaying {
+		o.stalled.Store(true) // the replay's answer is yet to come
+	}
 	k.failLate(now)
 	k.dispatch(now)
 	k.mu.Unlock()
@@ -500,6 +503,7 @@ func (k *keyState) replayTurn(seq uint64) replayVerdict {
 	case !o.probing:
 		o.probing, o.probe, o.replaying = true, seq, true
 		o.replayUntil = satAdd(now, int64(probeWait))
+		o.stalled.Store(true) // its answer, when it comes, settles it (see settle)
 		k.dispatch(now)
 		return replayClaim
 	case o.replaying && now < o.replayUntil:

@@ -170,8 +170,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err == nil && !sig.Throttled && resp.StatusCode < 400 && t.retry.check == nil {
 			return s.answer(resp), nil // the common case: nothing to retry
 		}
-		if c.held && c.ctx.Err() == nil {
-			if c.canResend() {
+		if c.held || c.failed {
+			held := c.held && c.ctx.Err() == nil
+			c.held, c.failed = false, false
+			if held && c.canResend() {
 				// net/http's replay of the attempt was stopped before a
 				// byte of it was written (see connWatch): the request
 				// waits in the key's queue, behind its probe, as the
@@ -185,7 +187,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				}
 				continue
 			}
-			err = &errReplayHeld{err}
+			if held {
+				err = &errReplayHeld{err}
+			}
 		}
 		delay, again := c.decide(&s, resp, err, sig, hv)
 		if !again {
@@ -228,6 +232,7 @@ type call struct {
 
 	attempt  int            // the attempt under way, from 1
 	held     bool           // net/http's replay of the attempt was stopped (see connWatch)
+	failed   bool           // the replay or probe the attempt held broke again (see connWatch)
 	r        *retrier       // the retries; made when the first attempt leaves, for a body
 	ownsBody bool           // r holds the request's body: end closes it through r
 	bodyOurs bool           // nothing took the request's body yet: end closes it
@@ -362,7 +367,17 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	// Nothing between the departure and here could wait (see sending):
 	// no shared quota, no retrier (a body read, a retry), no hook.
 	k.sending(&s.dep, s.dep.direct && c.r == nil && o == nil && t.cfg.shared == nil)
-	resp, failed, err := c.roundTrip(s, out)
+	var resp *http.Response
+	var err error
+	if k.watchConns(s.dep.seq) {
+		resp, err = c.sendWatched(s, out)
+	} else {
+		resp, err = t.base.RoundTrip(out)
+	}
+	c.bodyOurs = false // the base closes it
+	if resp == nil && err == nil {
+		err = errNilResponse // a broken base: an error, not a panic
+	}
 	downBefore := t.fleet != nil && k.isDown() // before this answer settles
 	if o != nil {
 		o.sent(ctx, c.req, c.key, err)
@@ -376,7 +391,7 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	}
 	var hv outageVerdict
 	if err != nil {
-		hv = c.failVerdict(err, failed)
+		hv = c.failVerdict(err)
 		k.settle(&s.dep, hv)
 		k.unanswered(&s.dep)
 		k.endProbe()
@@ -413,10 +428,20 @@ func (c *call) sendPlain(s *slot, out *http.Request, sig *ratelimitheader.Signal
 	k := s.k
 	c.probe = k.isProbe(s.dep.seq)
 	k.sending(&s.dep, s.dep.direct && c.r == nil)
-	resp, failed, err := c.roundTrip(s, out)
+	var resp *http.Response
+	var err error
+	if k.watchConns(s.dep.seq) {
+		resp, err = c.sendWatched(s, out)
+	} else {
+		resp, err = c.t.base.RoundTrip(out)
+	}
+	c.bodyOurs = false // the base closes it
+	if resp == nil && err == nil {
+		err = errNilResponse // a broken base: an error, not a panic
+	}
 	var hv outageVerdict
 	if err != nil {
-		hv = c.failVerdict(err, failed)
+		hv = c.failVerdict(err)
 		k.settle(&s.dep, hv)
 		k.unanswered(&s.dep)
 		k.endProbe()
@@ -431,37 +456,30 @@ func (c *call) sendPlain(s *slot, out *http.Request, sig *ratelimitheader.Signal
 	return resp, hv, err
 }
 
-// roundTrip sends out, the attempt of slot s, through the base, and
-// watches net/http's replays of it where its host's requests go through
-// net/http (see connWatch): c.held reports that one was stopped, failed
-// that the key's replay or probe the attempt held broke again.
-func (c *call) roundTrip(s *slot, out *http.Request) (resp *http.Response, failed bool, err error) {
-	k := s.k
-	var w *connWatch
-	if k.watchConns(s.dep.seq) {
-		w, out = newConnWatch(out, k, s.dep.seq)
-	}
-	resp, err = c.t.base.RoundTrip(out)
-	c.bodyOurs = false // the base closes it
+// sendWatched sends out, the attempt of slot s, through the base, and
+// watches net/http's replays of it (see connWatch), where its key's host
+// is watched (see keyState.watchConns): c.held then reports that one was
+// stopped, and c.failed that the key's replay or probe the attempt held
+// broke again.
+func (c *call) sendWatched(s *slot, out *http.Request) (*http.Response, error) {
+	w, out := newConnWatch(out, s.k, s.dep.seq)
+	resp, err := c.t.base.RoundTrip(out)
 	if resp == nil && err == nil {
 		err = errNilResponse // a broken base: an error, not a panic
 	}
-	c.held = false
-	if w != nil {
-		s.dep.replay, failed, c.held = w.finish(resp, err)
-	}
-	return resp, failed, err
+	c.failed, c.held = w.finish(resp, err)
+	return resp, err
 }
 
 // failVerdict is what err, the failure of the call's attempt, tells of
-// its host; failed as roundTrip returns it.
-func (c *call) failVerdict(err error, failed bool) outageVerdict {
+// its host (see sendWatched).
+func (c *call) failVerdict(err error) outageVerdict {
 	hv := hostVerdict(nil, err, c.ctx.Err(), nil)
 	switch {
 	case hv == hostUnknown:
 	case c.held:
 		hv = hostUnknown // the replay or probe out says
-	case failed:
+	case c.failed:
 		hv = hostDown
 	}
 	return hv
