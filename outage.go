@@ -40,26 +40,25 @@ type outage struct {
 	down    bool
 	probing bool // a probe is in flight
 	fleet   bool // down as the fleet reports it (see SharedProber)
+	// replaying: the probe out is net/http's replay of a request that met
+	// a broken keep-alive connection, while the host was up (see
+	// replayTurn); next is then when it stops holding the queue.
+	replaying bool
 	// stallShared: the fleet heard of a stall of this key, and awaits its
 	// end (see onStall).
 	stallShared atomic.Bool
 	probe       uint64 // the probe's departure number, while probing
-	next        int64  // when the next probe may leave
+	next        int64  // when the next probe may leave (while down; see replaying)
 	downAt      uint64 // the departure whose failure began the outage
 	upAt        uint64 // the last departure before the last outage ended
 	// While fleet: when the fleet's next probe is due.
 	fleetNext int64
-	// replaying: the probe out is net/http's replay of a request that met
-	// a broken keep-alive connection, while the host was up (see
-	// replayTurn); replayUntil is when it stops holding the queue.
-	replaying   bool
-	replayUntil int64
-	bo          *backoff.ExponentialBackOff
-	clock       clockAt       // bo's clock, never read: bo has no elapsed-time bound
-	isDown      atomic.Bool   // down, read without the lock
-	stalled     atomic.Bool   // the queue waits for an answer: a stall (see outageGate) or a replay (see replayTurn)
-	changes     atomic.Uint64 // times down changed
-	logged      atomic.Uint64 // changes logged (see observer.outage)
+	bo        *backoff.ExponentialBackOff
+	clock     clockAt       // bo's clock, never read: bo has no elapsed-time bound
+	isDown    atomic.Bool   // down, read without the lock
+	stalled   atomic.Bool   // the queue waits for an answer: a stall (see outageGate) or a replay (see replayTurn)
+	changes   atomic.Uint64 // times down changed
+	logged    atomic.Uint64 // changes logged (see observer.outage)
 
 	// What tells a stall (see outageGate).
 	firstOut atomic.Int64 // 1 + when the first request sent since the last answer went; 0: none
@@ -227,8 +226,8 @@ func (k *keyState) outageGate(now int64) bool {
 		if !o.replaying || o.down {
 			return false
 		}
-		if now < o.replayUntil {
-			k.arm(now, o.replayUntil)
+		if now < o.next {
+			k.arm(now, o.next)
 			return false
 		}
 		// A replay that takes this long is a long call, not a host down:
@@ -421,6 +420,7 @@ func (k *keyState) hold(until int64) {
 	if !o.down {
 		o.downAt = k.sent
 		o.setDown(true)
+		o.next = 0 // no probe was due (see replaying)
 	}
 	// Never in the past: a refused probe must not turn into a busy loop.
 	o.next = max(o.next, until, satAdd(now, int64(holdRecheck)))
@@ -502,11 +502,11 @@ func (k *keyState) replayTurn(seq uint64) replayVerdict {
 		return replayStop
 	case !o.probing:
 		o.probing, o.probe, o.replaying = true, seq, true
-		o.replayUntil = satAdd(now, int64(probeWait))
-		o.stalled.Store(true) // its answer, when it comes, settles it (see settle)
+		o.next = satAdd(now, int64(probeWait)) // the host is up: no probe is due
+		o.stalled.Store(true)                  // its answer, when it comes, settles it (see settle)
 		k.dispatch(now)
 		return replayClaim
-	case o.replaying && now < o.replayUntil:
+	case o.replaying && now < o.next:
 		return replayStop
 	}
 	return replayGo // the replay out is a long call

@@ -1,8 +1,10 @@
 package headway
 
 import (
+	"context"
 	"math"
 	"net/http"
+	"net/http/httptrace"
 	"testing"
 	"time"
 
@@ -42,16 +44,32 @@ func TestNilsDoNotPanic(t *testing.T) {
 }
 
 // The README's word on the first attempt holds: a request without a body
-// reaches the base as it came.
+// reaches the base as it came, once the host's first answer showed that
+// the base is not net/http's (before, and with net/http's, it goes as a
+// shallow copy on a context derived from its own that carries headway's
+// client trace: see connWatch).
 func TestTheFirstAttemptWithoutABodyGoesAsItCame(t *testing.T) {
-	req := mustReq(t, "http://api.test/")
 	var got *http.Request
 	tr := New(roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		got = r
 		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
 	}))
-	resp, err := tr.RoundTrip(req)
-	require.NoError(t, err)
-	drain(resp)
-	assert.Same(t, req, got)
+	type key struct{}
+	for i := range 2 {
+		req := mustReq(t, "http://api.test/")
+		req = req.WithContext(context.WithValue(req.Context(), key{}, "caller's"))
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		drain(resp)
+		if i == 0 {
+			// The host's first answer: watched.
+			require.NotNil(t, httptrace.ContextClientTrace(got.Context()), "the first attempt carries headway's trace")
+			assert.Equal(t, "caller's", got.Context().Value(key{}), "on a context derived from the request's")
+			copied := *got
+			copied = *copied.WithContext(req.Context())
+			assert.Equal(t, *req, copied, "a shallow copy of the request but for its context")
+			continue
+		}
+		assert.Same(t, req, got)
+	}
 }
