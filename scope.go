@@ -111,8 +111,9 @@ func (sc *scopeState) earliestLocked(d int64) int64 {
 	if !sc.globalSeen {
 		if sc.out >= rampStart+sc.through/rampGrowth {
 			// The answer that lets the next go dispatches its key; the
-			// other keys of the scope look again a while after.
-			return max(d, satAdd(sc.lastAt, sc.rampHold()))
+			// other keys of the scope look again a while after, and go
+			// then, after the answers of that instant too (see below).
+			return max(d, satAdd(sc.lastAt, sc.rampHold()+1))
 		}
 		// What an answer lets go leaves after the answers that came at
 		// the same instant are taken in: one of them may be the first

@@ -180,12 +180,24 @@ func TestAGlobalThrottlePausesOnlyItsToken(t *testing.T) {
 // spent by all its routes together, each route a key of its own: after
 // the first window, at most one throttle a window, for each of two tokens
 // on one host; none sent inside a wait the client knew of; and the
-// routes' requests fill the global windows.
+// routes' requests fill the global windows. With no jitter at all, every
+// instant lies on the latency's grid: answers of one instant came in any
+// order with a request that the ramp's hold let go (one left as the first
+// global 429 came back, in about a quarter of the runs at 12), and a
+// window stated 1.000 at its start, or a reset to the millisecond that
+// ended on a whole second, was read to the second (a route's window spent
+// across its boundary: efficiency 0.939 in 3 of 200 runs).
 func TestTheRoutesOfATokenShareItsGlobalWindow(t *testing.T) {
-	for _, global := range []int{7, 12} {
-		t.Run(fmt.Sprint(global), func(t *testing.T) {
+	for _, c := range []struct {
+		global int
+		jitter time.Duration
+	}{{7, 5 * time.Millisecond}, {12, 5 * time.Millisecond}, {7, 0}, {12, 0}} {
+		global := c.global
+		t.Run(fmt.Sprintf("%d/jitter-%v", global, c.jitter), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := fakeserver.New(discordTokens(global))
+				cfg := discordTokens(global)
+				cfg.Faults.Jitter = c.jitter
+				srv := fakeserver.New(cfg)
 				log := &throttleLog{base: srv.Transport()}
 				key := func(r *http.Request) string { return r.Header.Get("Authorization") + r.URL.Path }
 				c := &http.Client{Transport: headway.New(log, headway.WithKey(key))}
