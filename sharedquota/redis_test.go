@@ -96,7 +96,7 @@ func TestReserveAllLimitsAtOnce(t *testing.T) {
 func TestKeysHashedTaggedAndExpiring(t *testing.T) {
 	c := newClient(t, redisAddr(t))
 	prefix := testPrefix(t)
-	q := NewRedis(c, WithPrefix(prefix), WithHeartbeat(100*time.Millisecond), WithTimeout(slowTimeout))
+	q := NewRedis(c, WithPrefix(prefix), WithHeartbeat(time.Second), WithTimeout(slowTimeout))
 	defer q.Close()
 	secret := "Bearer sk-live-secret"
 	reserve(t, q, secret, 1, headway.PerSecond(10).WithBurst(2))
