@@ -79,6 +79,7 @@ func TestPauseHoldsReservedRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	pausedAt := time.Now()
+	t.Logf("Pause took %v", pausedAt.Sub(called).Round(time.Millisecond))
 	wg.Wait()
 	// The pause began between called and pausedAt.
 	pauseFrom, pauseTo := pausedAt, called.Add(1500*time.Millisecond)
@@ -95,11 +96,17 @@ func TestPauseHoldsReservedRequests(t *testing.T) {
 			t.Errorf("a request arrived %v after the pause began, before its end", at.Sub(called).Round(time.Millisecond))
 		}
 	}
-	// Held by the pause, they reserved again: one slot apart after it
-	// (less what a loaded machine may delay one arrival by).
-	for i := 1; i < len(arrived); i++ {
-		if gap := arrived[i].Sub(arrived[i-1]); gap < T-150*time.Millisecond {
-			t.Errorf("requests %d and %d arrived %v apart after the pause, want a slot (%v)", i-1, i, gap, T)
+	// Held by the pause, they reserved again, in turn in the shared
+	// schedule: at most its burst (2) at once, then one slot apart (less
+	// what a loaded machine may delay one arrival by), never all three as
+	// the pause ends. How close the first two go depends on when the pause
+	// ends: one slot apart if at the schedule's next free slot (2.1s), the
+	// closer the later it ends (a loaded machine runs the test's Pause
+	// late: the first two arrived 56ms apart once), together if a slot
+	// later.
+	for i := 2; i < len(arrived); i++ {
+		if gap := arrived[i].Sub(arrived[i-2]); gap < T-150*time.Millisecond {
+			t.Errorf("requests %d to %d arrived within %v after the pause: more than the shared burst (2) in a slot (%v)", i-2, i, gap, T)
 		}
 	}
 	if len(arrived) != 3 {
