@@ -74,9 +74,6 @@ func newRetryBudget(o BudgetOptions, now time.Time) *retryBudget {
 	if o.Ratio <= 0 {
 		o.Ratio = defaultBudgetRatio
 	}
-	if o.Window <= 0 {
-		o.Window = defaultBudgetWindow
-	}
 	switch {
 	case o.MinPerSecond == 0:
 		o.MinPerSecond = defaultBudgetMinPerSecond
@@ -85,11 +82,22 @@ func newRetryBudget(o BudgetOptions, now time.Time) *retryBudget {
 	}
 	return &retryBudget{
 		ratio: o.Ratio,
-		floor: o.MinPerSecond * o.Window.Seconds(),
-		width: max(o.Window/budgetBuckets, 1),
+		floor: o.MinPerSecond * o.window().Seconds(),
+		width: o.bucketWidth(),
 		epoch: now,
 	}
 }
+
+// window returns o's Window, or its default.
+func (o BudgetOptions) window() time.Duration {
+	if o.Window <= 0 {
+		return defaultBudgetWindow
+	}
+	return o.Window
+}
+
+// bucketWidth returns the width of the buckets of the budgets o describes.
+func (o BudgetOptions) bucketWidth() time.Duration { return max(o.window()/budgetBuckets, 1) }
 
 // bucket returns the bucket of now, emptied if it last held an older one.
 // b.mu must be held.

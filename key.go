@@ -24,6 +24,11 @@ type keyEnv struct {
 	epoch time.Time // the origin of the pacer's clock (see now)
 
 	scopePauses atomic.Int64 // the end of the longest scope pause, on the pacer's clock
+
+	// budgetWidth is the width of the buckets of every key's retry budget,
+	// in nanoseconds: read here, a request leaves the budget's memory
+	// alone (see countRequest).
+	budgetWidth int64
 }
 
 // keyState is everything headway keeps for one key: its pacer, the queue in
@@ -1115,7 +1120,7 @@ func (k *keyState) countRequest(at int64) {
 	}
 	// Still in the bucket counted in: at in [idx·w, idx·w+w), checked
 	// without a division.
-	w, idx := int64(k.budget.width), k.budgetIdx.Load()
+	w, idx := k.env.budgetWidth, k.budgetIdx.Load()
 	if lo := idx * w; at < lo || at-lo >= w {
 		k.flushBudget(at / w)
 	}

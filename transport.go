@@ -63,6 +63,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	t := &Transport{base: base, keyEnv: keyEnv{cfg: cfg, epoch: time.Now()}}
 	t.parser = ratelimitheader.Parser{Dialects: cfg.dialects, MaxServerWait: cfg.maxRetryAfter}
 	t.retry = newRetryPolicy(cfg.retry)
+	t.budgetWidth = int64(cfg.retry.Budget.bucketWidth())
 	t.probe = newProbeSchedule(cfg.retry)
 	if t.probe.initial > 0 {
 		t.fleet, _ = cfg.shared.(SharedProber)
