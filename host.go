@@ -25,6 +25,8 @@ type hostState struct {
 	refs   int                    // keys that point here
 	offset clockOffset            // the server's clock less ours
 	scopes map[uint64]*scopeState // by credential
+
+	learning *atomic.Int64 // keyEnv.learningHosts
 }
 
 // clockOffset returns the estimated offset of the host's clock from ours.
@@ -48,20 +50,38 @@ func (h *hostState) offsetBounds() (lo, hi time.Duration, ok bool) {
 func (h *hostState) observeDate(date, sent, recv time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	was := h.learns()
 	h.offset.observe(date, sent, recv)
 	h.offsetNs.Store(int64(h.offset.estimate()))
 	h.hasOffset.Store(true)
 	h.wantDates.Store(!h.offset.known())
+	switch now := h.learns(); {
+	case now && !was:
+		h.learning.Add(1)
+	case was && !now:
+		h.learning.Add(-1)
+	}
 }
 
-// readsDate reports whether the answer to departure seq of one of h's keys,
-// an answer that says nothing else, is read for its Date: while the offset
-// is not known well, every answer is. A host none of whose answers carried
-// a Date before a key's datesAbsent-th most likely sends none; that key's
-// answers are then looked at once in datesAbsent, which costs a header
-// look-up in datesAbsent instead of one an answer.
-func (h *hostState) readsDate(seq uint64) bool {
-	return h.wantDates.Load() && (seq <= datesAbsent || seq%datesAbsent == 0 || h.hasOffset.Load())
+// learns reports whether h is learning its clock's offset: it sent a
+// Date, and more are wanted. Its flags change under h.mu.
+func (h *hostState) learns() bool { return h.hasOffset.Load() && h.wantDates.Load() }
+
+// readsDate reports whether the answer to departure seq of k, an answer
+// that says nothing else, is read for its Date: while the offset of its
+// host's clock is not known well, every answer is. A host none of whose
+// answers carried a Date before a key's datesAbsent-th most likely sends
+// none; that key's answers are then looked at once in datesAbsent, which
+// costs a header look-up in datesAbsent instead of one an answer. Past its
+// datesAbsent-th answer, a key reads its host's memory (with many keys
+// likely out of the CPU's nearer caches) only while some host learns its
+// clock.
+func (k *keyState) readsDate(seq uint64) bool {
+	h := k.host
+	if seq <= datesAbsent || seq%datesAbsent == 0 {
+		return h.wantDates.Load()
+	}
+	return k.env.learningHosts.Load() != 0 && h.learns()
 }
 
 const datesAbsent = 64
@@ -115,6 +135,8 @@ func (c *clockOffset) estimate() time.Duration { return c.lo }
 type hostTable struct {
 	mu sync.Mutex
 	m  map[string]*hostState
+
+	learning *atomic.Int64 // keyEnv.learningHosts
 }
 
 func (ht *hostTable) get(host string) *hostState {
@@ -125,7 +147,7 @@ func (ht *hostTable) get(host string) *hostState {
 		if ht.m == nil {
 			ht.m = make(map[string]*hostState)
 		}
-		h = &hostState{name: host}
+		h = &hostState{name: host, learning: ht.learning}
 		h.wantDates.Store(true)
 		ht.m[host] = h
 	}
@@ -138,5 +160,10 @@ func (ht *hostTable) put(host string, h *hostState) {
 	defer ht.mu.Unlock()
 	if h.refs--; h.refs == 0 && ht.m[host] == h {
 		delete(ht.m, host)
+		h.mu.Lock()
+		if h.learns() {
+			h.learning.Add(-1)
+		}
+		h.mu.Unlock()
 	}
 }

@@ -26,10 +26,13 @@ func TestDatesAreReadWhileTheHostLearnsItsClock(t *testing.T) {
 		tr := New(rt)
 		h := tr.hosts.get("api.test")
 		defer tr.hosts.put("api.test", h)
-		for range datesMost + 20 {
+		for i := range datesMost + 20 {
 			resp, err := tr.RoundTrip(mustReq(t, "http://api.test/"))
 			require.NoError(t, err)
 			resp.Body.Close()
+			if i+1 < datesMost {
+				require.Equal(t, int64(1), tr.learningHosts.Load(), "the host learns, after answer %d", i+1)
+			}
 		}
 		_, _, ok := h.offsetBounds()
 		require.True(t, ok)
@@ -38,5 +41,6 @@ func TestDatesAreReadWhileTheHostLearnsItsClock(t *testing.T) {
 		h.mu.Unlock()
 		assert.Equal(t, datesMost, n, "every answer read until the offset was known")
 		assert.False(t, h.wantDates.Load())
+		assert.Zero(t, tr.learningHosts.Load(), "no host learns any more")
 	})
 }

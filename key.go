@@ -24,6 +24,10 @@ type keyEnv struct {
 	epoch time.Time // the origin of the pacer's clock (see now)
 
 	scopePauses atomic.Int64 // the end of the longest scope pause, on the pacer's clock
+	// learningHosts counts the hosts that learn their clock's offset (see
+	// hostState.learns): while none does, an answer that says nothing
+	// reads no host's memory (see readsDate).
+	learningHosts atomic.Int64
 
 	// budgetWidth is the width of the buckets of every key's retry budget,
 	// in nanoseconds: read here, a request leaves the budget's memory

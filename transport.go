@@ -69,6 +69,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		t.fleet, _ = cfg.shared.(SharedProber)
 	}
 	t.keys.seed, t.keys.kh = maphash.MakeSeed(), newKeyHash()
+	t.hosts.learning = &t.learningHosts
 	if t.obs = newObserver(cfg.obs); t.obs != nil && t.obs.m != nil {
 		t.obs.m.register(t)
 	}
@@ -701,7 +702,7 @@ func (t *Transport) observe(ctx context.Context, k *keyState, dep *departure, ro
 // key's rate limit (see Parser.Relevant): its host's health, and its Date
 // while the host's clock is not known well.
 func (t *Transport) observeQuiet(ctx context.Context, k *keyState, dep *departure, resp *http.Response, sig *ratelimitheader.Signal) outageVerdict {
-	if k.host.readsDate(dep.seq) && len(resp.Header["Date"]) > 0 {
+	if k.readsDate(dep.seq) && len(resp.Header["Date"]) > 0 {
 		t.observeDate(k, *dep, resp, t.now()) // until the offset is known well
 	}
 	hv := hostVerdict(resp, nil, ctx.Err(), sig)
