@@ -3,6 +3,7 @@ package headway
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
@@ -486,4 +487,54 @@ func BenchmarkConnWatch(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestAResetOverTLSReachesTheHostTwice: over HTTP/1 on TLS, where a
+// connection closed in GotConn sends a close_notify alert and nothing of
+// the request, the first request of a reset outage reaches the host twice,
+// the try and its one re-send on a fresh connection, not once per pooled
+// connection (9 here, unwatched).
+func TestAResetOverTLSReachesTheHostTwice(t *testing.T) {
+	const pool = 8
+	var resetting atomic.Bool
+	var arrivals atomic.Int32
+	warm, _ := holdUntil(pool)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/warm" {
+			warm(w, r)
+			return
+		}
+		if !resetting.Load() {
+			io.WriteString(w, "{}\n")
+			return
+		}
+		arrivals.Add(1)
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			panic(http.ErrAbortHandler)
+		}
+		if tc, ok := conn.(*tls.Conn); ok {
+			if nc, ok := tc.NetConn().(*net.TCPConn); ok {
+				_ = nc.SetLinger(0) // close sends RST
+			}
+		}
+		conn.Close()
+	}))
+	srv.StartTLS() // HTTP/1.1 only: EnableHTTP2 is not set
+	defer srv.Close()
+	base := srv.Client().Transport.(*http.Transport).Clone()
+	base.MaxIdleConnsPerHost = pool
+	defer base.CloseIdleConnections()
+	warmPool(t, base, srv.URL+"/warm", pool)
+	tr := New(base, WithRetry(RetryOptions{MaxAttempts: 1}))
+	resp, err := tr.RoundTrip(mustReq(t, srv.URL+"/items")) // known to be HTTP/1
+	require.NoError(t, err)
+	drain(resp)
+	require.Equal(t, 1, resp.ProtoMajor)
+	resetting.Store(true)
+	if resp, err := tr.RoundTrip(mustReq(t, srv.URL+"/items")); err == nil {
+		drain(resp)
+		t.Fatal("an answer from a host that resets every connection")
+	}
+	assert.Equal(t, int32(2), arrivals.Load(), "arrivals of one request: the try and its re-send")
 }
