@@ -8,18 +8,30 @@ import (
 	"testing/synctest"
 )
 
-// TestExampleNew runs ExampleNew in virtual time and checks what it
-// prints: its claims (no request rejected, none early) hold of the pacing,
-// which a loaded machine's stalls would blur in real time.
+// The examples whose claims hold of timing run in virtual time, where a
+// loaded machine's stalls cannot blur them; these tests check what they
+// print.
+
 func TestExampleNew(t *testing.T) {
+	checkExample(t, ExampleNew, "statuses: map[200:20]\n"+
+		"took at least 375ms: true\n"+
+		"server: admitted 20, rejected 0, early 0\n")
+}
+
+func TestExampleBreakerSettings_hold(t *testing.T) {
+	checkExample(t, ExampleBreakerSettings_hold, "urgent request: true\n"+
+		"ok 20, failed 0, sent during the outage: at most 10: true\n")
+}
+
+// checkExample runs example in a synctest bubble and fails t unless it
+// prints want.
+func checkExample(t *testing.T, example func(), want string) {
+	t.Helper()
 	got := stdoutOf(t, func() {
-		synctest.Test(t, func(*testing.T) { ExampleNew() })
+		synctest.Test(t, func(*testing.T) { example() })
 	})
-	want := "statuses: map[200:20]\n" +
-		"took at least 375ms: true\n" +
-		"server: admitted 20, rejected 0, early 0\n"
 	if got != want {
-		t.Errorf("ExampleNew printed\n%s\nwant\n%s", got, want)
+		t.Errorf("the example printed\n%s\nwant\n%s", got, want)
 	}
 }
 
