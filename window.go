@@ -301,10 +301,11 @@ func roundPeriod(span int64) int64 {
 // span [lo, hi] (see throttledIn): from the middle of one to the middle of
 // the other. The shortest of the spans from hi to hi (what the answers'
 // arrivals say) is short by the flight's jitter; the middle halves the
-// error.
+// error. An end saturated by a wait of centuries makes a long span, not
+// an overflow.
 func span(lo0, hi0, lo1, hi1 int64) int64 {
 	lo0, lo1 = min(lo0, hi0), min(lo1, hi1)
-	return (lo1 - lo0 + hi1 - hi0) / 2
+	return satAdd(lo1-lo0, hi1-hi0) / 2
 }
 
 // judge sets the limit of a window in use from the throttles of its
