@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -537,4 +538,48 @@ func TestAResetOverTLSReachesTheHostTwice(t *testing.T) {
 		t.Fatal("an answer from a host that resets every connection")
 	}
 	assert.Equal(t, int32(2), arrivals.Load(), "arrivals of one request: the try and its re-send")
+}
+
+// TestAHeldReplayWithGetBodyIsSentAgainWithRetriesOff, in virtual time:
+// with retries off (MaxAttempts 1), a request whose body has a GetBody,
+// which net/http would send again after a broken keep-alive connection,
+// is not failed when its replay is stopped behind another request's: it
+// waits in the queue, as a request without a body does, and goes again
+// with a body from GetBody.
+func TestAHeldReplayWithGetBodyIsSentAgainWithRetriesOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &replayRT{pooled: 4, latency: 10 * time.Millisecond}
+		tr := New(base, WithRetry(RetryOptions{MaxAttempts: 1}))
+		resp, err := tr.RoundTrip(mustReq(t, "http://api.test/"))
+		require.NoError(t, err)
+		drain(resp)
+		k := tr.keys.get("api.test", tr, mustReq(t, "http://api.test/"))
+		base.mu.Lock()
+		base.breaks = 1
+		base.mu.Unlock()
+		// Another request's replay is out as the request is sent (it never
+		// answers: the queue waits for it probeWait at most).
+		claimed := false
+		trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+			if !claimed {
+				claimed = true
+				assert.Equal(t, replayClaim, k.replayTurn(1<<40))
+			}
+		}}
+		var bodies []string
+		req, err := http.NewRequest(http.MethodPut, "http://api.test/items/1", strings.NewReader("payload"))
+		require.NoError(t, err)
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+		get := req.GetBody
+		req.GetBody = func() (io.ReadCloser, error) {
+			b, err := get()
+			bodies = append(bodies, "GetBody")
+			return b, err
+		}
+		resp, err = tr.RoundTrip(req)
+		require.NoError(t, err, "a replay stopped behind another one")
+		drain(resp)
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, []string{"GetBody"}, bodies, "the request went again with a body from GetBody")
+	})
 }

@@ -181,7 +181,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				// waits in the key's queue, behind its probe, as the
 				// replay net/http would have sent, and spends no attempt.
 				if c.r == nil {
-					c.r, _ = t.retry.newRetrier(c.req, nil, time.Now()) // no body: cannot fail
+					// No body, or one with GetBody: nothing is read, it cannot fail.
+					c.r, _ = t.retry.newRetrier(c.req, nil, time.Now())
+					c.r.rp.handed = true // the caller's body went: the next attempt's is GetBody's
 				}
 				c.r.held = true
 				if o != nil {
@@ -277,12 +279,13 @@ func (c *call) giveUp(err error, lastOK bool) (*http.Response, error) {
 }
 
 // canResend reports whether the call's request can be sent again with
-// the same body: it has none, or its retrier can replay it.
+// the same body: it has none, or its retrier can replay it, or (no
+// retrier: retries are off) GetBody gives it again, as net/http would.
 func (c *call) canResend() bool {
 	if c.r != nil {
 		return c.r.rp.canReplay()
 	}
-	return c.req.Body == nil || c.req.Body == http.NoBody
+	return c.req.Body == nil || c.req.Body == http.NoBody || c.req.GetBody != nil
 }
 
 // keep holds resp, a response about to be retried, as the answer should
