@@ -187,6 +187,14 @@ const minRate = 1e-13
 // observe takes in what a response to departure seq said at now. sent is
 // the number of departures so far.
 func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.Signal) {
+	if sig.Reset > maxModelReset {
+		// No window or bucket of months or centuries is one to pace by,
+		// and since reset instants only move on, the model (and its key,
+		// never idle before it) would be held to it for good.
+		s := *sig
+		s.Reset = 0
+		sig = &s
+	}
 	if sig.Limit > 0 && sig.Period > 0 && !sig.OverMaxServerWait {
 		// A stated policy: Limit requests per Period.
 		m.rate, m.rateStated = float64(sig.Limit)/float64(sig.Period), true
@@ -654,6 +662,9 @@ func (m *serverModel) periodFrom(p int64) int64 {
 	}
 	return p
 }
+
+// maxModelReset is the longest reset the model takes in: a monthly quota's.
+const maxModelReset = 32 * 24 * time.Hour
 
 // maxGap bounds serverModel.gap: an answer slower than that says little of
 // when its window ends.

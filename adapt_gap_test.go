@@ -56,3 +56,19 @@ func TestAPreciseWindowProvedWrongIsLearnedAgain(t *testing.T) {
 		}
 	}
 }
+
+// A reset stated centuries ahead (a server's bug, or an epoch in the wrong
+// unit) does not hold the model to it: reset instants only move on, so
+// one such answer used to keep every later window from being seen, and
+// the key from ever being idle.
+func TestAResetOfCenturiesDoesNotHoldTheModel(t *testing.T) {
+	ms := int64(time.Millisecond)
+	var m serverModel
+	m.track()
+	m.take(0, 1)
+	m.observe(20*ms, 1, 1, &ratelimitheader.Signal{HasRemaining: true, Remaining: 3, Reset: 200 * 365 * 24 * time.Hour})
+	m.take(30*ms, 1)
+	m.observe(50*ms, 2, 2, &ratelimitheader.Signal{HasRemaining: true, Remaining: 2, Reset: 950 * time.Millisecond})
+	assert.Less(t, m.resetSeen, 2000*ms, "the reset of centuries was kept")
+	assert.True(t, m.idle(int64(time.Hour)), "the model is idle an hour later")
+}
