@@ -846,6 +846,7 @@ type aimdCycles struct {
 	first     bool    // the first burst's span is known (lastAt1)
 	b0        float64 // what a wait brings back at once, once measured; 0: not yet
 	n2, s2    float64 // the second cycle's measure: departures before its throttle, over how long
+	even      bool    // what a wait brings back leaves at the pace, not at once (see measure)
 	resumeAt  int64   // when the last wait named ends; 0: none
 	resumeN   uint64  // departures sent before it
 	cycleAt   int64   // the first departure at or after it; 0: none yet
@@ -1025,6 +1026,19 @@ func (a *aimd) measure(seq uint64, at, firstAt int64) (rate, keep, k float64) {
 		// it brings back less than measured, not the pace too fast.
 		a.c.b0 = max(min(a.c.b0-1, n), 1)
 		return a.wmax, a.c.keep, a.c.k
+	case !a.c.win && a.c.burstN > 0 && a.c.wait > 0 && n-a.c.burstN+2 < min(a.c.cyclePace, a.c.b0/(float64(a.c.wait)/1e9))*s:
+		// Throttled soon after what the wait brought back, with fewer
+		// through since than the pace, or than any bucket that refilled
+		// that much in the wait, lets through: what came back does not
+		// trickle in. A window whose boundary the named wait runs past
+		// (a second, rounded up): the burst spends its quota and the
+		// pace right after overruns it, a throttle a window (30 per 1 s
+		// entered 0.7 s in: 0.74 of the least time). What a wait brings
+		// back leaves at the pace from now on, which keeps to that much
+		// a wait (see floor).
+		a.c.even = true
+		a.c.floor = a.c.b0 / (float64(a.c.wait) / 1e9)
+		return 0, 0, 0
 	case a.c.win && n >= a.c.burstN+2 && s > 0:
 		// More came through after what the wait brought back than a
 		// window's probe: a bucket that refills after all.
@@ -1079,7 +1093,7 @@ func (a *aimd) waited(until, wait int64, sent uint64) {
 	a.cycles()
 	a.c.resumeAt, a.c.resumeN, a.c.cycleOn, a.c.wait = until, sent, false, wait
 	a.c.free = 0
-	if a.c.b0 >= 2 {
+	if a.c.b0 >= 2 && !a.c.even {
 		// A request less than measured, in reserve: the count is known
 		// to about a request.
 		a.c.free = math.Floor(a.c.b0 - 1)

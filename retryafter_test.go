@@ -47,6 +47,10 @@ func TestRetryAfterOnlyServers(t *testing.T) {
 		{"token-bucket-10/s-burst-10", fakeserver.TokenBucket, 10, time.Second, 10, 0, [2]float64{0.93, 0.90}},
 		{"leaky-bucket-20/s-burst-10", fakeserver.LeakyBucket, 20, time.Second, 10, 0, [2]float64{0.88, 0.88}},
 		{"fixed-window-20-per-1s", fakeserver.FixedWindow, 20, time.Second, 0, 300 * time.Millisecond, [2]float64{0.88, 0.84}},
+		// Entered 0.7 s into a window: a wait of a second runs past the
+		// boundary, and a burst of what it brought back, paced on at
+		// once, overran each window (0.74 with 8 workers).
+		{"fixed-window-30-per-1s-late", fakeserver.FixedWindow, 30, time.Second, 0, 700 * time.Millisecond, [2]float64{0.83, 0.82}},
 		{"fixed-window-50-per-5s", fakeserver.FixedWindow, 50, 5 * time.Second, 0, 1200 * time.Millisecond, [2]float64{0.94, 0.93}},
 		{"sliding-log-20-per-1s", fakeserver.SlidingWindow, 20, time.Second, 0, 0, [2]float64{0.83, 0.83}},
 		{"sliding-log-100-per-10s", fakeserver.SlidingWindow, 100, 10 * time.Second, 0, 0, [2]float64{0.91, 0.95}},
