@@ -396,11 +396,7 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	}
 	var hv outageVerdict
 	if err != nil {
-		hv = c.failVerdict(err)
-		k.settle(&s.dep, hv)
-		k.unanswered(&s.dep)
-		k.endProbe()
-		s.free()
+		hv = c.sendFailed(s, err)
 	} else {
 		hv = t.observe(ctx, k, &s.dep, c.req.URL.Path, resp, sig)
 		if o != nil && sig.HasWait && sig.Wait > t.cfg.maxRetryAfter {
@@ -425,6 +421,18 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	return resp, hv, err
 }
 
+// sendFailed settles the attempt of slot s, which got err and no response,
+// and gives the slot back.
+func (c *call) sendFailed(s *slot, err error) outageVerdict {
+	k := s.k
+	hv := c.failVerdict(err)
+	k.settle(&s.dep, hv)
+	k.unanswered(&s.dep)
+	k.endProbe()
+	s.free()
+	return hv
+}
+
 // sendPlain is send when nobody else hears of the answer (see
 // Transport.plain): no hooks, logs or metrics, no shared quota (nor its
 // fleet) and no breaker. It does what send does for the key alone, with
@@ -446,11 +454,7 @@ func (c *call) sendPlain(s *slot, out *http.Request, sig *ratelimitheader.Signal
 	}
 	var hv outageVerdict
 	if err != nil {
-		hv = c.failVerdict(err)
-		k.settle(&s.dep, hv)
-		k.unanswered(&s.dep)
-		k.endProbe()
-		s.free()
+		hv = c.sendFailed(s, err)
 	} else if c.t.parser.Relevant(resp.StatusCode, resp.Header) {
 		hv = c.t.observeSignal(c.ctx, k, &s.dep, c.req.URL.Path, resp, sig)
 	} else {
