@@ -31,7 +31,7 @@ type keyEnv struct {
 
 	// budgetWidth is the width of the buckets of every key's retry budget,
 	// in nanoseconds: read here, a request leaves the budget's memory
-	// alone (see countRequest).
+	// alone (see countRequest). 0: budgets are off.
 	budgetWidth int64
 }
 
@@ -49,11 +49,12 @@ type keyState struct {
 	mu    sync.Mutex
 	// The first attempts of the current budget bucket, counted here, next
 	// to the lock every request takes, and handed to budget when the bucket
-	// ends or a retry asks: the budget's own memory stays cold.
+	// ends or a retry asks: the budget's own memory stays cold, and is
+	// made only then (see retryBudget).
 	budgetIdx atomic.Int64
 	budgetCur atomic.Int64
-	budget    *retryBudget // nil when budgets are off
-	sent      uint64       // departures so far; the last one's number
+	budget    atomic.Pointer[retryBudget]
+	sent      uint64 // departures so far; the last one's number
 	pacer     pacer
 	unseen    atomic.Int32 // departures whose outcome the key has not yet taken in
 	learning  atomic.Bool  // the window counts answers that say nothing (see answered)
@@ -1119,13 +1120,13 @@ func (k *keyState) watchBreaker(done func(outcome)) func(outcome) {
 // countRequest counts a first attempt, sent at at on the pacer's clock, in
 // k's retry budget.
 func (k *keyState) countRequest(at int64) {
-	if k.budget == nil {
-		return
+	w := k.env.budgetWidth
+	if w == 0 {
+		return // budgets are off
 	}
 	// Still in the bucket counted in: at in [idx·w, idx·w+w), checked
 	// without a division.
-	w, idx := k.env.budgetWidth, k.budgetIdx.Load()
-	if lo := idx * w; at < lo || at-lo >= w {
+	if lo := k.budgetIdx.Load() * w; at < lo || at-lo >= w {
 		k.flushBudget(at / w)
 	}
 	k.budgetCur.Add(1)
@@ -1134,18 +1135,31 @@ func (k *keyState) countRequest(at int64) {
 // flushBudget hands the requests counted so far to k's budget, and counts
 // from now on in the bucket of time index idx.
 func (k *keyState) flushBudget(idx int64) {
-	if k.budget == nil {
+	if k.env.budgetWidth == 0 {
 		return
 	}
 	old := k.budgetIdx.Swap(idx)
-	k.budget.addAt(old, k.budgetCur.Swap(0))
+	if n := k.budgetCur.Swap(0); n != 0 {
+		k.retryBudget().addAt(old, n)
+	}
 }
 
 // budgetWidth returns the width of k's budget buckets, in nanoseconds; 0
 // without a budget.
-func (k *keyState) budgetWidth() int64 {
-	if k.budget == nil {
-		return 0
+func (k *keyState) budgetWidth() int64 { return k.env.budgetWidth }
+
+// retryBudget returns k's retry budget, or nil when budgets are off. It is
+// made on first use, when a bucket's requests are handed to it or a retry
+// asks: until then it would hold nothing (its epoch is the Transport's),
+// and a key that lives less than a bucket and retries nothing, as keys
+// made and dropped by the thousand do, never needs one.
+func (k *keyState) retryBudget() *retryBudget {
+	b := k.budget.Load()
+	if b == nil && k.env.budgetWidth != 0 {
+		b = newRetryBudget(k.env.cfg.retry.Budget, k.env.epoch)
+		if !k.budget.CompareAndSwap(nil, b) {
+			b = k.budget.Load()
+		}
 	}
-	return int64(k.budget.width)
+	return b
 }

@@ -191,7 +191,6 @@ type retryPolicy struct {
 	multiplier    float64
 	maxBody       int64 // negative: never buffer
 	nonIdempotent bool
-	budget        BudgetOptions
 	rand          func(n int64) int64 // uniform in [0, n)
 }
 
@@ -206,7 +205,6 @@ func newRetryPolicy(o RetryOptions) *retryPolicy {
 		multiplier:    o.Multiplier,
 		maxBody:       o.MaxBufferedBody,
 		nonIdempotent: o.RetryNonIdempotent,
-		budget:        o.Budget,
 		rand:          rand.Int64N,
 	}
 	if p.maxAttempts <= 0 {
@@ -242,12 +240,6 @@ func newRetryPolicy(o RetryOptions) *retryPolicy {
 		p.maxBody = defaultMaxBufferedBody
 	}
 	return p
-}
-
-// newBudget returns a retry budget for one key, or nil when budgets are
-// disabled. A nil budget allows every retry.
-func (p *retryPolicy) newBudget(now time.Time) *retryBudget {
-	return newRetryBudget(p.budget, now)
 }
 
 // statusSet is a set of HTTP statuses from 100 to 599.

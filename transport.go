@@ -63,7 +63,9 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	t := &Transport{base: base, keyEnv: keyEnv{cfg: cfg, epoch: time.Now()}}
 	t.parser = ratelimitheader.Parser{Dialects: cfg.dialects, MaxServerWait: cfg.maxRetryAfter}
 	t.retry = newRetryPolicy(cfg.retry)
-	t.budgetWidth = int64(cfg.retry.Budget.bucketWidth())
+	if !cfg.retry.Budget.Disable {
+		t.budgetWidth = int64(cfg.retry.Budget.bucketWidth())
+	}
 	t.probe = newProbeSchedule(cfg.retry)
 	if t.probe.initial > 0 {
 		t.fleet, _ = cfg.shared.(SharedProber)
@@ -501,7 +503,7 @@ func (c *call) decide(s *slot, resp *http.Response, err error, sig ratelimithead
 	if c.r == nil {
 		c.r, _ = c.t.retry.newRetrier(c.req, nil, time.Now()) // no body: cannot fail
 	}
-	c.r.budget = k.budget
+	c.r.budget = k.retryBudget()
 	k.flushBudget(c.t.now() / int64(max(k.budgetWidth(), 1)))
 	c.r.held = hv == hostDown && k.isDown()
 	// In hold mode an outage costs a request nothing: a probe that failed
@@ -832,7 +834,6 @@ func (t *Transport) newKey(key string, req *http.Request) *keyState {
 	}
 	k.host = t.hosts.get(req.URL.Host)
 	k.scope = k.host.scope(credential(t.keys.seed, req))
-	k.budget = t.retry.newBudget(t.epoch)
 	if t.fleet != nil {
 		k.out.stall = &fleetStall{timer: time.AfterFunc(time.Hour, func() { t.onStall(key, k) })}
 		k.out.stall.timer.Stop() // see sending
