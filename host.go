@@ -22,9 +22,15 @@ type hostState struct {
 	conns atomic.Uint32
 
 	mu     sync.Mutex
-	refs   int                    // keys that point here
-	offset clockOffset            // the server's clock less ours
-	scopes map[uint64]*scopeState // by credential
+	refs   int         // keys that point here
+	offset clockOffset // the server's clock less ours
+	// The scopes of its credentials (see scope): the first one made, and
+	// the others by credential. Most hosts are reached with one credential
+	// (or none) at a time: they need no map.
+	scope1 *scopeState
+	scopes map[uint64]*scopeState
+	// spare is made with the host, for its first scope; nil once taken.
+	spare *scopeState
 
 	learning *atomic.Int64 // keyEnv.learningHosts
 }
@@ -147,7 +153,14 @@ func (ht *hostTable) get(host string) *hostState {
 		if ht.m == nil {
 			ht.m = make(map[string]*hostState)
 		}
-		h = &hostState{name: host, learning: ht.learning}
+		// A host is made for a key, which asks for a scope at once: both
+		// are made in one allocation.
+		hs := &struct {
+			h  hostState
+			sc scopeState
+		}{h: hostState{name: host, learning: ht.learning}}
+		h = &hs.h
+		h.spare = &hs.sc
 		h.wantDates.Store(true)
 		ht.m[host] = h
 	}

@@ -246,13 +246,25 @@ func credential(seed maphash.Seed, req *http.Request) uint64 {
 func (h *hostState) scope(cred uint64) *scopeState {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	sc := h.scopes[cred]
+	sc := h.scope1
+	if sc == nil || sc.cred != cred {
+		sc = h.scopes[cred]
+	}
 	if sc == nil {
-		if h.scopes == nil {
-			h.scopes = make(map[uint64]*scopeState)
+		if sc = h.spare; sc != nil {
+			h.spare = nil
+			sc.cred = cred
+		} else {
+			sc = &scopeState{cred: cred}
 		}
-		sc = &scopeState{cred: cred}
-		h.scopes[cred] = sc
+		if h.scope1 == nil {
+			h.scope1 = sc
+		} else {
+			if h.scopes == nil {
+				h.scopes = make(map[uint64]*scopeState)
+			}
+			h.scopes[cred] = sc
+		}
 	}
 	sc.refs++
 	return sc
@@ -262,7 +274,13 @@ func (h *hostState) scope(cred uint64) *scopeState {
 func (h *hostState) putScope(sc *scopeState) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if sc.refs--; sc.refs == 0 && h.scopes[sc.cred] == sc {
+	if sc.refs--; sc.refs != 0 {
+		return
+	}
+	switch {
+	case h.scope1 == sc:
+		h.scope1 = nil
+	case h.scopes[sc.cred] == sc:
 		delete(h.scopes, sc.cred)
 	}
 }
