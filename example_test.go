@@ -221,8 +221,8 @@ func ExampleKeyByHeader() {
 func ExampleTransport_RoundTrip() {
 	api := fakeserver.New(fakeserver.Config{Limit: 1, Window: time.Minute, Burst: 2})
 	// A throttled request is sent again after the wait the server names,
-	// unless that wait is longer than MaxRetryAfter: then the 429 comes
-	// back at once, as a response.
+	// unless that wait is longer than the cap of WithMaxServerWait: then
+	// the 429 comes back at once, as a response.
 	t := headway.New(api.Transport(),
 		headway.WithLimit(headway.PerMinute(60).WithBurst(3)),
 		headway.WithMaxServerWait(10*time.Second))

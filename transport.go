@@ -102,9 +102,9 @@ func (e *keyEnv) clock() time.Time { return time.Now() }
 // request again (see WithRetry) when that is safe and fits: a throttled one
 // once the key's pause is over, ahead of the key's other waiting requests;
 // a 5xx or transport error of an idempotent one after a backoff. Otherwise,
-// or when the wait is longer than MaxRetryAfter or the context's deadline,
-// the last response goes back to the caller at once, as a response, not an
-// error.
+// or when the wait is longer than the cap of WithMaxServerWait or the
+// context's deadline, the last response goes back to the caller at once, as
+// a response, not an error.
 //
 // RoundTrip fails without sending req when the key's queue is full
 // (ErrQueueFull), when req's cost cannot fit a limit (*CostError), when the
