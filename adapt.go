@@ -1053,13 +1053,13 @@ func (a *aimd) measure(seq uint64, at, firstAt int64) (rate, keep, k float64, fi
 		rate = (n + 0.5 - a.c.b0) / s
 		a.c.win, a.c.n2, a.c.s2 = false, n, s
 		keep, k = fitKeep(rate, s, false)
-		return rate, keep, k, k == 0 && !a.capped(rate, s, a.c.burstN)
+		return rate, keep, k, k == 0 && !a.overflows(rate, a.c.cycleAt, at, a.c.burstN)
 	case a.c.win:
 	case s-a.c.s2 >= 1 && n > a.c.n2+1:
 		rate = (n - a.c.n2) / (s - a.c.s2)
 		a.c.b0 = max(min(a.c.n2-rate*a.c.s2, a.c.b0+1), 1)
 		keep, k = fitKeep(rate, s-a.c.s2, false)
-		return rate, keep, k, k == 0 && !a.capped(rate, s, a.c.burstN)
+		return rate, keep, k, k == 0 && !a.overflows(rate, a.c.cycleAt, at, a.c.burstN)
 	}
 	return 0, 0, 0, false
 }
@@ -1088,6 +1088,26 @@ func fitKeep(rate, span float64, capped bool) (keep, k float64) {
 // brought back (none if the key sent none of it at once).
 func (a *aimd) capped(rate, span, room float64) bool {
 	return a.c.cyclePace < rate && (rate-a.c.cyclePace)*span > max(room, 0)
+}
+
+// overflows reports whether a bucket refilling at rate may have filled up
+// and overflowed between from and to while the key kept to its pace (at),
+// room below full at from (what the wait brought back, sent at once): its
+// count would then be a bound from below. Unlike capped, which takes the
+// pace the cycle began with for all of it, it follows the climb: a pace
+// 1.5 % under 20/s as a cycle of 28 s begins, back at it 12 s later, leaves
+// about a request of refill unspent, where capped counts 9.
+func (a *aimd) overflows(rate float64, from, to int64, room float64) bool {
+	const steps = 256
+	dt := float64(to-from) / steps
+	d := 0.0
+	for i := range steps {
+		t := from + int64(dt*(float64(i)+0.5))
+		if d = max(d+(rate-a.at(t))*dt/1e9, 0); d > max(room, 0) {
+			return true
+		}
+	}
+	return false
 }
 
 // aimdKRough is the climb's length after a rate measured roughly (see
