@@ -26,7 +26,7 @@
 //		t := headway.New(nil, // nil: http.DefaultTransport
 //			headway.WithLimit(
 //				headway.PerSecond(10).WithBurst(5),   // 10 a second, 5 at once after a rest
-//				headway.PerHour(5000).WithBurst(500), // and 5,000 an hour, 500 at once
+//				headway.Per(5000, time.Hour).WithBurst(500), // and 5,000 an hour, 500 at once
 //			),
 //			headway.WithQueue(headway.QueueOptions{MaxLen: 100, MaxWait: 30 * time.Second}),
 //			headway.WithMaxInFlight(4),
@@ -59,8 +59,8 @@
 //
 // # Limits and costs
 //
-// A [Limit] is built with [Every], [PerSecond], [PerMinute], [PerHour] or
-// [Per], and given a burst with [Limit.WithBurst]; without one, requests
+// A [Limit] is built with [Per] (Per(5000, time.Hour)), [PerSecond] or
+// [Every], and given a burst with [Limit.WithBurst]; without one, requests
 // leave evenly spaced, so give a limit over a long window (an hourly quota) a
 // burst, or it paces to one request per Period/Count. [WithLimit] sets the
 // limits of every key, [WithHostLimit] those of one host. A request spends

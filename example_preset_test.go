@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/headway-go/headway"
 	"github.com/headway-go/headway/fakeserver"
@@ -21,7 +22,7 @@ func ExamplePreset() {
 		Limits: []headway.Limit{headway.PerSecond(20).WithBurst(5)},
 		Key:    headway.KeyByHeader("Authorization"),
 		Routes: []headway.Route{
-			{PathPrefix: "/export/", Limits: []headway.Limit{headway.PerMinute(2)}},
+			{PathPrefix: "/export/", Limits: []headway.Limit{headway.Per(2, time.Minute)}},
 		},
 	}
 	srv := fakeserver.New(fakeserver.Config{Limit: 20, Burst: 5})

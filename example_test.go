@@ -81,8 +81,8 @@ func ExampleNew() {
 func ExampleWithCost() {
 	api := fakeserver.New(fakeserver.Config{Limit: 1000, Burst: 1000})
 	t := headway.New(api.Transport(), headway.WithLimit(
-		headway.PerMinute(500).WithBurst(50).Requests(), // requests per minute
-		headway.PerMinute(30000).WithBurst(3000),        // tokens per minute
+		headway.Per(500, time.Minute).WithBurst(50).Requests(), // requests per minute
+		headway.Per(30000, time.Minute).WithBurst(3000),        // tokens per minute
 	))
 	client := &http.Client{Transport: t}
 	ctx := context.Background()
@@ -147,7 +147,7 @@ func ExamplePerSecond() {
 	fmt.Println(l, l.Interval())
 
 	fmt.Println(headway.Every(1500*time.Millisecond), headway.Every(1500*time.Millisecond).Interval())
-	fmt.Println(headway.PerHour(5000).Requests(), headway.PerHour(5000).Interval())
+	fmt.Println(headway.Per(5000, time.Hour).Requests(), headway.Per(5000, time.Hour).Interval())
 	fmt.Println(headway.Per(3, time.Second).Interval()) // rounded up: never faster than the limit
 	// Output:
 	// 50/1s burst 10 20ms
@@ -224,7 +224,7 @@ func ExampleTransport_RoundTrip() {
 	// unless that wait is longer than the cap of WithMaxServerWait: then
 	// the 429 comes back at once, as a response.
 	t := headway.New(api.Transport(),
-		headway.WithLimit(headway.PerMinute(60).WithBurst(3)),
+		headway.WithLimit(headway.Per(60, time.Minute).WithBurst(3)),
 		headway.WithMaxServerWait(10*time.Second))
 	client := &http.Client{Transport: t}
 

@@ -13,8 +13,8 @@ import (
 // [WithCostFunc]) on every limit of its key, unless the limit counts
 // requests ([Limit.Requests]), in which case every request spends one unit.
 //
-// The zero Limit is invalid; build one with [Every], [PerSecond],
-// [PerMinute], [PerHour] or [Per].
+// The zero Limit is invalid; build one with [Per] (Per(600, time.Minute)),
+// [PerSecond] or [Every].
 type Limit struct {
 	// Count is the number of units allowed per Period. It must be positive.
 	Count int
@@ -36,12 +36,6 @@ func Every(d time.Duration) Limit { return Per(1, d) }
 
 // PerSecond returns a Limit of n units per second.
 func PerSecond(n int) Limit { return Per(n, time.Second) }
-
-// PerMinute returns a Limit of n units per minute.
-func PerMinute(n int) Limit { return Per(n, time.Minute) }
-
-// PerHour returns a Limit of n units per hour.
-func PerHour(n int) Limit { return Per(n, time.Hour) }
 
 // WithBurst returns a copy of l that lets up to b units leave at once.
 func (l Limit) WithBurst(b int) Limit {

@@ -3,6 +3,7 @@ package headway
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -25,12 +26,12 @@ func TestPresetApply(t *testing.T) {
 	api := Preset{
 		Name:   "api",
 		Host:   "API.Example",
-		Limits: []Limit{PerHour(5000)},
+		Limits: []Limit{Per(5000, time.Hour)},
 		Key:    func(r *http.Request) string { return "api:" + r.URL.Host },
 		Routes: []Route{
-			{PathPrefix: "/search/", Limits: []Limit{PerMinute(30)}},
-			{PathPrefix: "/search/code", Limits: []Limit{PerMinute(10)}},
-			{Match: isPost, Limits: []Limit{PerMinute(80)}},
+			{PathPrefix: "/search/", Limits: []Limit{Per(30, time.Minute)}},
+			{PathPrefix: "/search/code", Limits: []Limit{Per(10, time.Minute)}},
+			{Match: isPost, Limits: []Limit{Per(80, time.Minute)}},
 		},
 	}
 	shops := Preset{Name: "shops", Host: "*.shop.example", Limits: []Limit{PerSecond(2)}, Key: func(r *http.Request) string { return "shop:" + r.URL.Host }}
@@ -46,9 +47,9 @@ func TestPresetApply(t *testing.T) {
 	}{
 		{req("GET", "https://api.example/x"), "api:api.example", api.Limits},
 		{req("GET", "https://API.EXAMPLE:443/x"), "api:API.EXAMPLE:443", api.Limits},
-		{req("GET", "https://api.example/search/issues"), "api:api.example", []Limit{PerMinute(30)}},
-		{req("GET", "https://api.example/search/code?q=x"), "api:api.example", []Limit{PerMinute(10)}},
-		{req("POST", "https://api.example/issues"), "api:api.example", []Limit{PerMinute(80)}},
+		{req("GET", "https://api.example/search/issues"), "api:api.example", []Limit{Per(30, time.Minute)}},
+		{req("GET", "https://api.example/search/code?q=x"), "api:api.example", []Limit{Per(10, time.Minute)}},
+		{req("POST", "https://api.example/issues"), "api:api.example", []Limit{Per(80, time.Minute)}},
 		{req("GET", "https://acme.shop.example/x"), "shop:acme.shop.example", shops.Limits},
 		{req("GET", "https://shop.example/x"), "host:shop.example", nil},
 		{req("GET", "https://docs.example/v2/a"), "docs:/v2/a", docs.Limits},

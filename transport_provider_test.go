@@ -156,7 +156,7 @@ func TestTransportRetryInfo(t *testing.T) {
 			return 0, nil, "{}"
 		}}
 		// preset.Gemini(600, 1_000_000)'s limits.
-		tr := New(base, WithLimit(PerMinute(600).WithBurst(10).Requests(), PerMinute(1_000_000).WithBurst(1_000_000)))
+		tr := New(base, WithLimit(Per(600, time.Minute).WithBurst(10).Requests(), Per(1_000_000, time.Minute).WithBurst(1_000_000)))
 		defer tr.CloseIdleConnections()
 		status, took := timedGet(t, tr, "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent")
 		assert.Equal(t, 200, status)

@@ -34,7 +34,7 @@ func Gemini(rpm, tpm int) headway.Preset {
 		Host: "generativelanguage.googleapis.com",
 		Limits: []headway.Limit{
 			requestsPerMinute(rpm),
-			headway.PerMinute(tpm).WithBurst(tpm),
+			headway.Per(tpm, time.Minute).WithBurst(tpm),
 		},
 		Key: keyGemini,
 	}
@@ -87,7 +87,7 @@ func AzureOpenAI(host string, tpm int) headway.Preset {
 		Host: host,
 		Limits: []headway.Limit{
 			requestsPerMinute(rpm),
-			headway.PerMinute(tpm).WithBurst(tpm / 6),
+			headway.Per(tpm, time.Minute).WithBurst(tpm / 6),
 		},
 		Key: keyAzureOpenAI,
 	}

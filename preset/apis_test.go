@@ -58,9 +58,9 @@ func TestPresetGitHubWrites(t *testing.T) {
 		assert.LessOrEqual(t, writes.PeakRate(time.Hour), 500)
 		w := rec.times(http.MethodPost)
 		require.Len(t, w, 600)
-		checkPace(t, w, headway.PerHour(500))
-		checkSpan(t, w, headway.PerHour(500))
-		checkPace(t, rec.times(http.MethodGet), headway.PerHour(5000))
+		checkPace(t, w, headway.Per(500, time.Hour))
+		checkSpan(t, w, headway.Per(500, time.Hour))
+		checkPace(t, rec.times(http.MethodGet), headway.Per(5000, time.Hour))
 	})
 }
 
@@ -96,9 +96,9 @@ func TestPresetGitHubSearches(t *testing.T) {
 				})
 				checkServer(t, code)
 				checkServer(t, search)
-				checkPace(t, rec.times("code_search"), headway.PerMinute(10))
-				checkSpan(t, rec.times("code_search"), headway.PerMinute(10))
-				checkPace(t, rec.times("search"), headway.PerMinute(30))
+				checkPace(t, rec.times("code_search"), headway.Per(10, time.Minute))
+				checkSpan(t, rec.times("code_search"), headway.Per(10, time.Minute))
+				checkPace(t, rec.times("search"), headway.Per(30, time.Minute))
 			})
 		})
 	}
@@ -123,7 +123,7 @@ func TestPresetGitHubInstallationTokens(t *testing.T) {
 			return newGet("https://api.github.com/installation/repositories", "Authorization", fmt.Sprintf("Bearer ghs_%d", i/50))
 		})
 		checkServer(t, srv)
-		checkPace(t, rec.times("api.github.com"), headway.PerHour(5000))
+		checkPace(t, rec.times("api.github.com"), headway.Per(5000, time.Hour))
 	})
 }
 
@@ -148,7 +148,7 @@ func TestPresetGitHubEnterprise(t *testing.T) {
 			return newGet(fmt.Sprintf("https://github.example.com/api/v3/search/code?q=%d", i), "Authorization", "Bearer a")
 		})
 		checkServer(t, srv)
-		checkPace(t, rec.times("github.example.com"), headway.PerMinute(10))
+		checkPace(t, rec.times("github.example.com"), headway.Per(10, time.Minute))
 	})
 }
 

@@ -25,7 +25,7 @@ func Example() {
 	base := hostMux{"api.notion.com": notion.Transport(), "api.stripe.com": stripe.Transport()}
 
 	github := preset.GitHub()
-	github.Limits = []headway.Limit{headway.PerHour(15000)} // say, an Enterprise Cloud app
+	github.Limits = []headway.Limit{headway.Per(15000, time.Hour)} // say, an Enterprise Cloud app
 
 	t := headway.New(base, preset.Notion(), preset.StripeTest(), github)
 	client := &http.Client{Transport: t}
@@ -108,7 +108,7 @@ func ExampleHubSpot() {
 // hour: the keys, search and write limits stay GitHub's.
 func ExampleGitHubEnterprise() {
 	p := preset.GitHubEnterprise("github.example.com")
-	p.Limits = []headway.Limit{headway.PerHour(10_000)}
+	p.Limits = []headway.Limit{headway.Per(10_000, time.Hour)}
 	t := headway.New(nil, p)
 	defer t.CloseIdleConnections()
 	fmt.Println(p.Host, p.Limits[0].Interval())

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/headway-go/headway"
 )
@@ -75,7 +76,7 @@ func GitHub() headway.Preset {
 	return headway.Preset{
 		Name:   "github",
 		Host:   "api.github.com",
-		Limits: []headway.Limit{headway.PerHour(5000)},
+		Limits: []headway.Limit{headway.Per(5000, time.Hour)},
 		Key:    keyGitHub(""),
 		Routes: githubRoutes(""),
 	}
@@ -87,9 +88,9 @@ func githubRoutes(base string) []headway.Route {
 	graphql := githubGraphQL(base)
 	return []headway.Route{
 		{Match: func(req *http.Request) bool { return isWrite(req) && !isGitHubQuota(req.URL.Path, base, graphql) },
-			Limits: []headway.Limit{headway.PerMinute(80), headway.PerHour(500)}},
-		{PathPrefix: base + "/search/", Limits: []headway.Limit{headway.PerMinute(30)}},
-		{PathPrefix: base + "/search/code", Limits: []headway.Limit{headway.PerMinute(10)}},
+			Limits: []headway.Limit{headway.Per(80, time.Minute), headway.Per(500, time.Hour)}},
+		{PathPrefix: base + "/search/", Limits: []headway.Limit{headway.Per(30, time.Minute)}},
+		{PathPrefix: base + "/search/code", Limits: []headway.Limit{headway.Per(10, time.Minute)}},
 	}
 }
 
@@ -122,9 +123,9 @@ func GitHubSearch() headway.Preset {
 		Name:       "github-search",
 		Host:       "api.github.com",
 		PathPrefix: "/search/",
-		Limits:     []headway.Limit{headway.PerMinute(30)},
+		Limits:     []headway.Limit{headway.Per(30, time.Minute)},
 		Key:        keyGitHub(""),
-		Routes:     []headway.Route{{PathPrefix: "code", Limits: []headway.Limit{headway.PerMinute(10)}}},
+		Routes:     []headway.Route{{PathPrefix: "code", Limits: []headway.Limit{headway.Per(10, time.Minute)}}},
 	}
 }
 
@@ -143,7 +144,7 @@ func GitHubEnterprise(host string) headway.Preset {
 	return headway.Preset{
 		Name:   "github-enterprise",
 		Host:   host,
-		Limits: []headway.Limit{headway.PerHour(5000)},
+		Limits: []headway.Limit{headway.Per(5000, time.Hour)},
 		Key:    keyGitHub("/api/v3"),
 		Routes: githubRoutes("/api/v3"),
 	}
@@ -376,7 +377,7 @@ func discordRoute(path string) string {
 // Azure OpenAI, Anthropic, Gemini): rpm a minute in bursts of a second's
 // worth, at least 1, counting requests whatever their cost.
 func requestsPerMinute(rpm int) headway.Limit {
-	return headway.PerMinute(rpm).WithBurst(max(rpm/60, 1)).Requests()
+	return headway.Per(rpm, time.Minute).WithBurst(max(rpm/60, 1)).Requests()
 }
 
 func allDigits(s string) bool {
@@ -422,7 +423,7 @@ func Slack(tier int) headway.Preset {
 	return headway.Preset{
 		Name:   fmt.Sprintf("slack-tier%d", tier),
 		Host:   "slack.com",
-		Limits: []headway.Limit{headway.PerMinute(perMinute)},
+		Limits: []headway.Limit{headway.Per(perMinute, time.Minute)},
 		Key: func(req *http.Request) string {
 			return req.URL.Host + "\x00" + req.Header.Get("Authorization") + "\x00" + req.URL.Path
 		},
@@ -457,7 +458,7 @@ func OpenAI(rpm, tpm int) headway.Preset {
 		Host: "api.openai.com",
 		Limits: []headway.Limit{
 			requestsPerMinute(rpm),
-			headway.PerMinute(tpm).WithBurst(tpm),
+			headway.Per(tpm, time.Minute).WithBurst(tpm),
 		},
 		Key: headway.KeyByHeader("Authorization"),
 	}
@@ -490,7 +491,7 @@ func Anthropic(rpm, itpm int) headway.Preset {
 		Host: "api.anthropic.com",
 		Limits: []headway.Limit{
 			requestsPerMinute(rpm),
-			headway.PerMinute(itpm).WithBurst(itpm),
+			headway.Per(itpm, time.Minute).WithBurst(itpm),
 		},
 		Key: keyByToken("X-Api-Key", "Authorization"),
 	}

@@ -485,7 +485,7 @@ func TestPresetsOnOneTransport(t *testing.T) {
 
 		// Each host at its own pace: GitHub at one request every 720 ms,
 		// Notion at 3 a second, the other host at 10.
-		for host, l := range map[string]headway.Limit{"api.github.com": headway.PerHour(5000), "api.notion.com": headway.PerSecond(3), "api.example": headway.PerSecond(10)} {
+		for host, l := range map[string]headway.Limit{"api.github.com": headway.Per(5000, time.Hour), "api.notion.com": headway.PerSecond(3), "api.example": headway.PerSecond(10)} {
 			times := rec.times(host)
 			require.Len(t, times, 90, host)
 			checkPace(t, times, l)

@@ -60,7 +60,7 @@ func TestGCRAAgreesWithLua(t *testing.T) {
 		{"one limit, general script", []headway.Limit{headway.PerSecond(5).WithBurst(2)}, false},
 		{"three limits", []headway.Limit{
 			headway.PerSecond(10).WithBurst(4),
-			headway.PerMinute(120).WithBurst(30).Requests(),
+			headway.Per(120, time.Minute).WithBurst(30).Requests(),
 			{Count: 7, Period: 3 * time.Second, Burst: 3},
 		}, false},
 	}
