@@ -90,19 +90,34 @@ func RunShape(sh fakeserver.Shape, n, workers int, limited bool) (ShapeResult, e
 // the server's pace after its burst.
 func ShapeN(sh fakeserver.Shape) int { return sh.Burst + int(12*sh.Rate) }
 
+// ShapeNs are the lengths of the runs against sh: ShapeN, and for a
+// server that says nothing but Retry-After, 80 s of its pace too. Each of
+// its throttles costs the refill its bucket cannot hold while the key
+// waits (a second of 20/s less a burst of 10: 10 requests), and a key that
+// knows no limit is throttled twice at least (once to find a limit, once to
+// measure it): at most 12/13 = 0.923 of the least time at ShapeN, 0.988
+// over 80 s (see TestSparseShapes in the root module).
+func ShapeNs(sh fakeserver.Shape) []int {
+	if sh.Name == "retry-after-only" {
+		return []int{ShapeN(sh), sh.Burst + int(80*sh.Rate)}
+	}
+	return []int{ShapeN(sh)}
+}
+
 // ShapeTable renders results as one markdown table: a row per shape,
-// worker count and configuration, its runs side by side.
+// configuration, run length and worker count, its runs side by side.
 func ShapeTable(results []ShapeResult) string {
 	type row struct {
 		name    string
 		workers int
 		limited bool
+		n       int
 	}
 	byRow := map[row][]ShapeResult{}
 	order := map[string]int{} // the shapes in the order they first ran
 	var rows []row
 	for _, r := range results {
-		k := row{r.Shape.Name, r.Workers, r.Limited}
+		k := row{r.Shape.Name, r.Workers, r.Limited, r.N}
 		if byRow[k] == nil {
 			rows = append(rows, k)
 		}
@@ -118,6 +133,8 @@ func ShapeTable(results []ShapeResult) string {
 			return order[a.name] < order[b.name]
 		case a.limited != b.limited:
 			return !a.limited
+		case a.n != b.n:
+			return a.n < b.n
 		}
 		return a.workers < b.workers
 	})

@@ -34,6 +34,7 @@ func TestShapes(t *testing.T) {
 	}
 	type job struct {
 		sh      fakeserver.Shape
+		n       int
 		workers int
 		limited bool
 	}
@@ -45,7 +46,7 @@ func TestShapes(t *testing.T) {
 			}
 			for _, limited := range []bool{false, true} {
 				for _, w := range []int{8, 32} {
-					jobs = append(jobs, job{sh, w, limited})
+					jobs = append(jobs, job{sh, ShapeN(sh), w, limited})
 				}
 			}
 		}
@@ -53,8 +54,10 @@ func TestShapes(t *testing.T) {
 			if !strings.Contains(sh.Name, *only) {
 				continue
 			}
-			for _, w := range []int{8, 32} {
-				jobs = append(jobs, job{sh, w, false})
+			for _, n := range ShapeNs(sh) {
+				for _, w := range []int{8, 32} {
+					jobs = append(jobs, job{sh, n, w, false})
+				}
 			}
 		}
 	}
@@ -66,14 +69,14 @@ func TestShapes(t *testing.T) {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			r, err := RunShape(j.sh, ShapeN(j.sh), j.workers, j.limited)
+			r, err := RunShape(j.sh, j.n, j.workers, j.limited)
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			results[i] = r
-			t.Logf("%s/%d/limit=%v: efficiency %.3f (%v), %d throttled, %d early (%d after the wait was known), %d failed",
-				j.sh.Name, j.workers, j.limited, r.Efficiency, r.Elapsed.Round(time.Millisecond), r.Throttled, r.Early, r.Ignored, r.Failed)
+			t.Logf("%s/n=%d/%d/limit=%v: efficiency %.3f (%v), %d throttled, %d early (%d after the wait was known), %d failed",
+				j.sh.Name, j.n, j.workers, j.limited, r.Efficiency, r.Elapsed.Round(time.Millisecond), r.Throttled, r.Early, r.Ignored, r.Failed)
 		})
 	}
 	wg.Wait()
