@@ -904,13 +904,13 @@ const (
 // the last cut can say that the cut rate is still too high, so the rest
 // change nothing.
 func (a *aimd) throttled(now int64, seq, sent uint64, n, span float64, ok, afterPause bool) {
-	a.throttledAt(now, seq, 0, false, 0, 0, sent, n, span, ok, afterPause)
+	a.throttledAt(now, seq, 0, false, 0, 0, sent, n, span, ok, afterPause, nil)
 }
 
 // throttledAt is throttled for a departure that left at at, if atKnown
 // (and the throttle named a wait), of a key whose first departure left at
 // firstAt and whose last so far at last.
-func (a *aimd) throttledAt(now int64, seq uint64, at int64, atKnown bool, firstAt, last int64, sent uint64, n, span float64, ok, afterPause bool) {
+func (a *aimd) throttledAt(now int64, seq uint64, at int64, atKnown bool, firstAt, last int64, sent uint64, n, span float64, ok, afterPause bool, ring []depRecord) {
 	a.cycles()
 	if a.active && seq <= a.cutSeq {
 		if a.slow && a.c.burst > 0 {
@@ -921,7 +921,7 @@ func (a *aimd) throttledAt(now int64, seq uint64, at int64, atKnown bool, firstA
 	var measured float64
 	keep, k, fine := aimdBeta, 0.0, false
 	if atKnown && a.active {
-		measured, keep, k, fine = a.measure(seq, at, firstAt)
+		measured, keep, k, fine = a.measure(seq, at, firstAt, ring)
 		if measured > 0 {
 			ok = false
 		} else {
@@ -995,8 +995,10 @@ func (a *aimd) throttledAt(now int64, seq uint64, at int64, atKnown bool, firstA
 // from a small bucket, and the pace is cut no lower than the first burst a
 // wait.) What a wait brings back leaves at once when it ends,
 // but a request (see waited); a throttle among those or right after them
-// shows it smaller.
-func (a *aimd) measure(seq uint64, at, firstAt int64) (rate, keep, k float64, fine bool) {
+// shows it smaller. A later cycle that began under the rate let the bucket
+// overflow and counts less than came back: the departures since the bucket
+// was last full, as far as remembered (ring), measure it (lastFull).
+func (a *aimd) measure(seq uint64, at, firstAt int64, ring []depRecord) (rate, keep, k float64, fine bool) {
 	if !a.c.cycleOn || at < a.c.cycleAt || seq <= a.c.resumeN+1 {
 		return 0, 0, 0, false
 	}
@@ -1058,7 +1060,13 @@ func (a *aimd) measure(seq uint64, at, firstAt int64) (rate, keep, k float64, fi
 	case s-a.c.s2 >= 1 && n > a.c.n2+1:
 		rate = (n - a.c.n2) / (s - a.c.s2)
 		a.c.b0 = max(min(a.c.n2-rate*a.c.s2, a.c.b0+1), 1)
-		keep, k = fitKeep(rate, s-a.c.s2, false)
+		span := s - a.c.s2
+		if r, d := a.lastFull(ring, seq, at); r > rate {
+			// The cycle let the bucket overflow: what came through
+			// since it was last full measures the rate.
+			rate, span = r, d
+		}
+		keep, k = fitKeep(rate, span, false)
 		return rate, keep, k, k == 0 && !a.overflows(rate, a.c.cycleAt, at, a.c.burstN)
 	}
 	return 0, 0, 0, false
@@ -1108,6 +1116,33 @@ func (a *aimd) overflows(rate float64, from, to int64, room float64) bool {
 		}
 	}
 	return false
+}
+
+// lastFull returns the rate that the departures remembered (ring) before
+// seq, the cycle's first throttle at at, bound from below, and the span
+// it was measured over: from any departure j of the cycle on, the server
+// let through what its bucket held then, at most B, and what came back
+// since, so that r ≥ (seq−j−B)/(at−j's departure), and the most of these
+// is r itself where the bucket was last full. A cycle that began under
+// the rate let the bucket overflow, and its count measures less than r
+// (a bucket of 50/s burst 5: 43/s); the departures since it was last full
+// do not. B is taken as the larger of what a wait brings back and what the
+// first burst let through, so the bound stays one. Only spans over which a
+// request is under 4 % of the count are taken; 0s if none.
+func (a *aimd) lastFull(ring []depRecord, seq uint64, at int64) (rate, span float64) {
+	b := max(a.c.b0, a.c.burst)
+	for i := range ring {
+		r := &ring[i]
+		if r.seq == 0 || r.seq >= seq || r.seq <= a.c.resumeN || r.at < a.c.cycleAt || r.at >= at {
+			continue
+		}
+		d := float64(at-r.at) / 1e9
+		c := (float64(seq-r.seq) - b) / d
+		if c*d >= 25 && c > rate {
+			rate, span = c, d
+		}
+	}
+	return rate, span
 }
 
 // aimdKRough is the climb's length after a rate measured roughly (see

@@ -972,7 +972,7 @@ func (k *keyState) cut(b bareThrottle) {
 		// the pace the key had.
 		known = false
 	}
-	k.aimd.throttledAt(now, seq, b.at, b.atKnown && b.hasWait, k.firstAt, k.window.lastAt, k.sent, n, span, known, known && pausedTill > now-int64(time.Second))
+	k.aimd.throttledAt(now, seq, b.at, b.atKnown && b.hasWait, k.firstAt, k.window.lastAt, k.sent, n, span, known, known && pausedTill > now-int64(time.Second), k.model.ring())
 	k.sustain()
 	k.aimdB.Interval, k.aimdB.Burst, k.aimdB.Unweighted = k.aimd.interval(now), 1, true
 	// The throttle emptied the server's bucket: the next request waits
