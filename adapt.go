@@ -121,13 +121,15 @@ type serverModel struct {
 	spanAt    int64   // start of the span the innovations are summed over
 	spanInnov float64 // their sum
 
-	deps *[depRing]depRecord // the latest departures, by seq % depRing; nil until needed (see track)
-
 	admitted uint64 // responses received that the server admitted
 	answered uint64 // responses received
 
 	lastTake int64 // when the last departure left
 	nextAt   int64 // with spread: the next departure, at the earliest
+
+	// deps, last: every departure reads it (see keyState.takePlain), and
+	// a key keeps it on one cache line with its window's taken.
+	deps *[depRing]depRecord // the latest departures, by seq % depRing; nil until needed (see track)
 }
 
 // track makes the model remember its departures from now on. A key whose

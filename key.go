@@ -24,6 +24,9 @@ type keyEnv struct {
 	epoch time.Time // the origin of the pacer's clock (see now)
 
 	scopePauses atomic.Int64 // the end of the longest scope pause, on the pacer's clock
+	// scopesActive: some scope counts its departures (see scoped), set
+	// before its scopeState.active.
+	scopesActive atomic.Bool
 	// learningHosts counts the hosts that learn their clock's offset (see
 	// hostState.learns): while none does, an answer that says nothing
 	// reads no host's memory (see readsDate).
@@ -40,9 +43,14 @@ type keyEnv struct {
 // while the head of the queue waits for the pacer, wakes the queue; no
 // goroutine waits on a request's behalf.
 type keyState struct {
-	// First, what every request reads or writes, in the struct's first
-	// six cache lines (with out's second half): with many keys in use, a
-	// line a request touches is likely out of the CPU's nearer caches.
+	// First, what every request of a key far below its limits reads or
+	// writes (acquire's fast path and takePlain, prepare, sendPlain and
+	// the answer's settle; release with a bound on requests in flight),
+	// out's first 40 bytes the last of it: 304 bytes, on five cache lines
+	// as the runtime lays a key out, 8 bytes into its slot, after its
+	// header. With many keys in use, a line a request touches is likely
+	// out of the CPU's nearer caches (TestAKeysHotFieldsAreFew counts
+	// them).
 	env   *keyEnv
 	host  *hostState  // host.name is its host
 	scope *scopeState // the keys of its credential on its host
@@ -81,22 +89,26 @@ type keyState struct {
 	// and the key cuts its own only for a throttle it could not share.
 	fleetPaced bool
 	firstSeq   uint32 // the first departure's number, truncated; 0: none yet, or it was not sent
+	timerAt    int64  // when the armed timer fires; 0 when disarmed
 	out        outage // whether its host is down; see outage.go
+
+	// Then the rest, but for model's deps and window's taken and lastAt,
+	// which every departure writes: model's last field and window's first
+	// two, on one cache line.
+	model  serverModel   // what the server says is left
+	window learnedWindow // a fixed window learned from the throttles' waits
 
 	lims []Limit
 	// sharedLims are the limits reserved in the shared quota: lims, one
 	// request of each burst held in reserve (see sharedLimits).
 	sharedLims []Limit
-	model      serverModel   // what the server says is left
 	buckets    *bucketModels // the server's named buckets; nil until one is named
 	aimd       aimd          // the pace learned from bare throttles
 	aimdB      bucket        // aimd's pace, as a bucket of burst 1 that counts requests
-	window     learnedWindow // a fixed window learned from the throttles' waits
 	firstAt    int64         // when the first departure left
 	br         *breaker      // nil without WithBreaker
 	freedAt    int64         // when a full in-flight set last had a slot again
 	timer      *time.Timer
-	timerAt    int64 // when the armed timer fires; 0 when disarmed
 
 	sample dateSampling // the next request that reads the server's clock
 
@@ -382,9 +394,10 @@ func (k *keyState) rareNow(now int64) uint8 {
 }
 
 // scoped reports whether k's scope may hold a departure at now: another
-// key of its credential paused it, or counts it.
+// key of its credential paused it, or counts it. While no scope of the
+// Transport counts its departures, it reads no scope's memory.
 func (k *keyState) scoped(now int64) bool {
-	return now < k.env.scopePauses.Load() || k.scope.active.Load()
+	return now < k.env.scopePauses.Load() || k.env.scopesActive.Load() && k.scope.active.Load()
 }
 
 // verifyRare makes acquire check, on its fast path, that nothing rare
@@ -867,12 +880,14 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 	switch {
 	case global && sig.HasWait && !sig.Permanent && sig.Wait%time.Second != 0:
 		// The end of the global window, to the millisecond.
+		k.env.scopesActive.Store(true) // before the scope: see scoped
 		k.scope.throttled(satAdd(dep.sent, int64(sig.Wait)), satAdd(now, int64(sig.Wait)), dep.scopeSeq)
 	default:
 		k.scope.answered(dep.scopeSeq, now-dep.sent, now)
 	}
 	if sig.Bucket != "" {
-		k.scope.activate() // per-route buckets: there may be a global limit over them
+		k.env.scopesActive.Store(true) // before the scope: see scoped
+		k.scope.activate()             // per-route buckets: there may be a global limit over them
 	}
 	switch {
 	case sig.Bucket != "" && sig.HasRemaining:

@@ -23,6 +23,31 @@ func TestAKeyIsSmall(t *testing.T) {
 	}
 }
 
+// What a request of a key far below its limits reads or writes of the
+// key (see keyState) lies on six cache lines: the first five the key
+// takes, up to the end of out's stall, and the one that holds model's deps
+// and window's taken and lastAt. With many keys in use, each line a
+// request touches is likely out of the CPU's nearer caches. The lines are
+// counted where the runtime puts a key: a keyState, over 512 bytes and
+// with pointers, begins 8 bytes into its slot, after the runtime's header.
+func TestAKeysHotFieldsAreFew(t *testing.T) {
+	const line = 64
+	k := new(keyState)
+	keySink = k // on the heap, as newKey's
+	defer func() { keySink = nil }()
+	at := func(p unsafe.Pointer) uintptr { return uintptr(p) / line }
+	first, last := at(unsafe.Pointer(k)), at(unsafe.Add(unsafe.Pointer(&k.out.stall), unsafe.Sizeof(k.out.stall)-1))
+	if n := last - first + 1; n > 5 {
+		t.Errorf("keyState's fields from env to out.stall lie on %d cache lines, not 5", n)
+	}
+	deps, lastAt := at(unsafe.Pointer(&k.model.deps)), at(unsafe.Add(unsafe.Pointer(&k.window.lastAt), unsafe.Sizeof(k.window.lastAt)-1))
+	if deps != lastAt || deps != at(unsafe.Pointer(&k.window.taken)) {
+		t.Errorf("model.deps and window.taken and lastAt are not on one cache line")
+	}
+}
+
+var keySink *keyState
+
 // A key whose request is in flight is not idle: a sweep must not drop it,
 // or the pause its response names is lost (issue 9, item 1).
 func TestASweepKeepsAKeyWithARequestInFlight(t *testing.T) {

@@ -19,9 +19,11 @@ type bucket = gcra.Bucket
 
 // pacer paces one key against all of its limits at once.
 type pacer struct {
+	// buckets, pauseUntil and the first inline bucket fill one cache
+	// line of a key (see keyState).
 	buckets    gcra.Buckets
-	inline     [2]bucket // the buckets of up to two limits, without a pointer to chase
 	pauseUntil int64     // nothing leaves before this instant
+	inline     [2]bucket // the buckets of up to two limits, without a pointer to chase
 	win        *windowed // limits counted in the server's fixed windows; nil: none
 }
 

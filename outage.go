@@ -37,6 +37,8 @@ import (
 //
 // Its fields are guarded by the key's mutex; times are on the pacer's clock.
 type outage struct {
+	// First, what every request reads or writes while the host is up (see
+	// keyState): its first 40 bytes.
 	down    bool
 	probing bool // a probe is in flight
 	fleet   bool // down as the fleet reports it (see SharedProber)
@@ -44,26 +46,26 @@ type outage struct {
 	// a broken keep-alive connection, while the host was up (see
 	// replayTurn); next is then when it stops holding the queue.
 	replaying bool
+	isDown    atomic.Bool // down, read without the lock
+	stalled   atomic.Bool // the queue waits for an answer: a stall (see outageGate) or a replay (see replayTurn)
 	// stallShared: the fleet heard of a stall of this key, and awaits its
 	// end (see onStall).
 	stallShared atomic.Bool
-	probe       uint64 // the probe's departure number, while probing
-	next        int64  // when the next probe may leave (while down; see replaying)
-	downAt      uint64 // the departure whose failure began the outage
-	upAt        uint64 // the last departure before the last outage ended
-	// While fleet: when the fleet's next probe is due.
-	fleetNext int64
-	bo        *backoff.ExponentialBackOff
-	clock     clockAt       // bo's clock, never read: bo has no elapsed-time bound
-	isDown    atomic.Bool   // down, read without the lock
-	stalled   atomic.Bool   // the queue waits for an answer: a stall (see outageGate) or a replay (see replayTurn)
-	changes   atomic.Uint64 // times down changed
-	logged    atomic.Uint64 // changes logged (see observer.outage)
-
 	// What tells a stall (see outageGate).
 	firstOut atomic.Int64 // 1 + when the first request sent since the last answer went; 0: none
 	latency  atomic.Int64 // the usual latency of an answer; 0: none yet
 	stall    *fleetStall  // with a fleet only
+
+	probe  uint64 // the probe's departure number, while probing
+	next   int64  // when the next probe may leave (while down; see replaying)
+	downAt uint64 // the departure whose failure began the outage
+	upAt   uint64 // the last departure before the last outage ended
+	// While fleet: when the fleet's next probe is due.
+	fleetNext int64
+	bo        *backoff.ExponentialBackOff
+	clock     clockAt       // bo's clock, never read: bo has no elapsed-time bound
+	changes   atomic.Uint64 // times down changed
+	logged    atomic.Uint64 // changes logged (see observer.outage)
 }
 
 // fleetStall is what a key whose outages its fleet shares needs to tell the

@@ -31,6 +31,11 @@ import (
 // It is pure: time is an argument, in the pacer's nanoseconds; the key
 // locks.
 type learnedWindow struct {
+	// First, what every departure writes (see keyState.takePlain): a
+	// key keeps them on one cache line with its model's deps.
+	taken  uint64 // departures taken so far
+	lastAt int64  // when the last departure left
+
 	prevEnd  int64  // where the cycle being counted began: the end of a wait; 0 for none
 	prevSent uint64 // departures sent before then
 	curEnd   int64  // the end of the wait its throttles name; 0 for none yet
@@ -52,9 +57,8 @@ type learnedWindow struct {
 
 	// b holds the spans the ends lie in, and an anchor to measure the
 	// length again from (see windowBounds); nil until the first throttle.
-	b      *windowBounds
-	first  float64 // what the first cycle let through; 0 until counted
-	lastAt int64   // when the last departure left
+	b     *windowBounds
+	first float64 // what the first cycle let through; 0 until counted
 	// offset is the server's clock less ours that the ends were read with,
 	// when they are instants on the server's clock (Retry-After dates).
 	offset int64
@@ -67,7 +71,6 @@ type learnedWindow struct {
 	// millisecond, from the first on (a global limit's retry_after), and
 	// every answer is counted from the first departure on.
 	precise bool
-	taken   uint64  // departures taken so far
 	start   uint64  // departures taken before the current window began
 	limit   float64 // requests per window
 	period  int64   // the window's length
