@@ -63,7 +63,6 @@ type outage struct {
 	// While fleet: when the fleet's next probe is due.
 	fleetNext int64
 	bo        *backoff.ExponentialBackOff
-	clock     clockAt       // bo's clock, never read: bo has no elapsed-time bound
 	changes   atomic.Uint64 // times down changed
 	logged    atomic.Uint64 // changes logged (see observer.outage)
 }
@@ -89,6 +88,10 @@ func (o *outage) setDown(down bool) {
 	}
 }
 
+// probeClock is the clock of every key's probe backoff: never read (a
+// probe backoff has no elapsed-time bound) and never set, shared.
+var probeClock clockAt
+
 // backoff returns o's probe backoff, made on first use with p's settings.
 func (o *outage) backoff(p probeSchedule) *backoff.ExponentialBackOff {
 	if o.bo == nil {
@@ -98,7 +101,7 @@ func (o *outage) backoff(p probeSchedule) *backoff.ExponentialBackOff {
 			backoff.WithMultiplier(probeMultiplier),
 			backoff.WithRandomizationFactor(0), // see outage
 			backoff.WithMaxElapsedTime(0),
-			backoff.WithClockProvider(&o.clock),
+			backoff.WithClockProvider(&probeClock),
 		)
 		o.bo.Reset()
 	}
