@@ -27,6 +27,9 @@ type keyEnv struct {
 	// scopesActive: some scope counts its departures (see scoped), set
 	// before its scopeState.active.
 	scopesActive atomic.Bool
+	// connsEpoch counts the changes of the hosts' conns: while it stays,
+	// a key's copy of its host's holds (see hostConns).
+	connsEpoch atomic.Uint64
 	// learningHosts counts the hosts that learn their clock's offset (see
 	// hostState.learns): while none does, an answer that says nothing
 	// reads no host's memory (see readsDate).
@@ -51,9 +54,11 @@ type keyState struct {
 	// header. With many keys in use, a line a request touches is likely
 	// out of the CPU's nearer caches (TestAKeysHotFieldsAreFew counts
 	// them).
-	env   *keyEnv
-	host  *hostState  // host.name is its host
-	scope *scopeState // the keys of its credential on its host
+	env  *keyEnv
+	host *hostState // host.name is its host
+	// conns is a copy of host.conns, made while keyEnv.connsEpoch was
+	// epoch: epoch+1 << 2 | conns; 0 for none (see hostConns).
+	conns atomic.Uint64
 	mu    sync.Mutex
 	// The first attempts of the current budget bucket, counted here, next
 	// to the lock every request takes, and handed to budget when the bucket
@@ -98,7 +103,8 @@ type keyState struct {
 	model  serverModel   // what the server says is left
 	window learnedWindow // a fixed window learned from the throttles' waits
 
-	lims []Limit
+	scope *scopeState // the keys of its credential on its host (see scoped)
+	lims  []Limit
 	// sharedLims are the limits reserved in the shared quota: lims, one
 	// request of each burst held in reserve (see sharedLimits).
 	sharedLims []Limit

@@ -89,8 +89,28 @@ func (k *keyState) watchConns(seq uint64) bool {
 	if k.env.probe.initial <= 0 {
 		return false // no outage state to hold a replay behind
 	}
-	c := k.host.conns.Load()
+	c := k.hostConns()
 	return c <= connsHTTP1 || seq%connsRecheck == 0
+}
+
+// hostConns returns what carries the requests of k's host (see
+// hostState.conns): k's copy, while no host's changed since it was made.
+// A request reads its host's memory (with many keys, likely out of the
+// CPU's nearer caches) only after a change.
+func (k *keyState) hostConns() uint32 {
+	e := k.env.connsEpoch.Load()
+	if v := k.conns.Load(); v>>2 == e+1 {
+		return uint32(v & 3)
+	}
+	c := k.host.conns.Load()
+	k.conns.Store((e+1)<<2 | uint64(c))
+	return c
+}
+
+// setConns sets what carries the requests of k's host, h, to c.
+func (k *keyState) setConns(h *atomic.Uint32, c uint32) {
+	h.Store(c)
+	k.env.connsEpoch.Add(1) // after the host's: see hostConns
 }
 
 // newConnWatch returns a watch of net/http's replays of out, attempt seq
@@ -161,14 +181,14 @@ func (w *connWatch) finish(resp *http.Response, err error) (failed, stopped bool
 		switch c := h.Load(); {
 		case resp.ProtoMajor == 2:
 			if c != connsHTTP2 {
-				h.Store(connsHTTP2)
+				w.k.setConns(h, connsHTTP2)
 			}
 		case n == 0:
 			if c == connsUnknown {
-				h.Store(connsNone)
+				w.k.setConns(h, connsNone)
 			}
 		case c == connsUnknown || c == connsNone:
-			h.Store(connsHTTP1)
+			w.k.setConns(h, connsHTTP1)
 		}
 	}
 	if n <= 1 || err == nil {
