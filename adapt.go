@@ -895,6 +895,16 @@ const (
 	// last cut, whatever that rate.
 	aimdK     = 12 * time.Second
 	aimdFloor = 0.5 // requests per second
+	// aimdDeep is the share kept after a later cycle (past the second)
+	// that let through no more than the first burst did and one, with
+	// nothing measured and nothing sent at once after the wait: the pace
+	// drained what the wait brought back at once. A bucket of one request
+	// throttles the second request after a wait at any pace over its rate,
+	// so such a throttle says nothing of how far over the pace is, and
+	// halving finds the rate in a few throttles where aimdBeta took tens
+	// (5/s burst 1, Retry-After of a second, from 16/s: 35 throttles of
+	// 0.8 s each).
+	aimdDeep = 0.5
 )
 
 // throttled cuts the rate after a throttle of a request sent as departure
@@ -923,11 +933,15 @@ func (a *aimd) throttledAt(now int64, seq uint64, at int64, atKnown bool, firstA
 	var measured float64
 	keep, k, fine := aimdBeta, 0.0, false
 	if atKnown && a.active {
+		later := a.c.n2 != 0
 		measured, keep, k, fine = a.measure(seq, at, firstAt, ring)
 		if measured > 0 {
 			ok = false
 		} else {
 			keep = aimdBeta
+			if later && a.c.b0 == 0 && a.c.cycleOn && at >= a.c.cycleAt && float64(seq-1-a.c.resumeN) <= max(a.c.burst, 1)+1 {
+				keep = aimdDeep
+			}
 		}
 	}
 	switch {
