@@ -39,9 +39,17 @@ type scopeState struct {
 	active     atomic.Bool  // departures are counted in the window (under mu)
 	learning   atomic.Bool  // answers that say nothing count in the window (under mu)
 
-	cred    uint64 // the hash of its credential; 0 for none
-	mu      sync.Mutex
-	refs    int   // keys that point here
+	cred uint64 // the hash of its credential; 0 for none
+	mu   sync.Mutex
+	refs int // keys that point here
+	// What the scope counts of its departures and answers, made when it
+	// begins to (see counting): most scopes never do, and every new host
+	// makes one. Its fields are read and written under mu, once made.
+	*scopeCount
+}
+
+// scopeCount is what a scope counts once it counts its departures.
+type scopeCount struct {
 	lastAt  int64 // when the last departure counted left
 	firstAt int64 // when the first departure counted left
 	// firstPace is what the window's first cycle let through a second,
@@ -58,6 +66,13 @@ type scopeState struct {
 	out, through int
 	globalSeen   bool
 	answerAt     int64 // when the last answer came
+}
+
+// counting makes sc's counts, if they are not made yet. sc.mu is held.
+func (sc *scopeState) counting() {
+	if sc.scopeCount == nil {
+		sc.scopeCount = new(scopeCount)
+	}
 }
 
 // A global limit states nothing before it throttles, and a key whose
@@ -93,6 +108,7 @@ func (sc *scopeState) pause(until int64) {
 func (sc *scopeState) activate() {
 	if !sc.active.Load() {
 		sc.mu.Lock()
+		sc.counting()
 		sc.window.precise = true
 		sc.active.Store(true)
 		sc.mu.Unlock()
@@ -108,6 +124,7 @@ func (sc *scopeState) earliest(d int64) int64 {
 }
 
 func (sc *scopeState) earliestLocked(d int64) int64 {
+	sc.counting()
 	if !sc.globalSeen {
 		if sc.out >= rampStart+sc.through/rampGrowth {
 			// The answer that lets the next go dispatches its key; the
@@ -159,6 +176,7 @@ func (sc *scopeState) throttled(lo, end int64, seq uint64) {
 	sc.activate()
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
+	sc.counting()
 	sc.globalSeen = true
 	if seq != 0 {
 		sc.out = max(sc.out-1, 0)
@@ -176,6 +194,7 @@ func (sc *scopeState) answered(seq uint64, rtt, now int64) {
 	}
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
+	sc.counting()
 	sc.out = max(sc.out-1, 0)
 	if rtt > 0 {
 		sc.answerAt = now
