@@ -1,7 +1,6 @@
 package headway
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -9,7 +8,6 @@ import (
 	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // net/http's Transport sends a request again by itself, unasked, when a
@@ -61,11 +59,10 @@ import (
 // so a base that is not net/http's pays for it on its first answer and
 // then on one departure in connsRecheck.
 type connWatch struct {
-	trace  httptrace.ClientTrace
-	parent context.Context // the attempt's own context, under a traceCtx
-	k      *keyState
-	seq    uint64       // the attempt's departure
-	got    atomic.Int32 // GotConn calls: the attempt's, then net/http's replays
+	trace httptrace.ClientTrace
+	k     *keyState
+	seq   uint64       // the attempt's departure
+	got   atomic.Int32 // GotConn calls: the attempt's, then net/http's replays
 
 	mu      sync.Mutex // guards the rest, set once net/http tries again
 	replay  bool       // the attempt holds its key's replay
@@ -120,60 +117,10 @@ func (k *keyState) setConns(h *atomic.Uint32, c uint32) {
 // of k, and the request to send in out's place: out on a context that
 // carries the watch's trace.
 func newConnWatch(out *http.Request, k *keyState, seq uint64) (*connWatch, *http.Request) {
-	parent := out.Context()
 	w := &connWatch{k: k, seq: seq}
 	w.trace.GotConn = w.gotConn
-	if traceKey == nil || httptrace.ContextClientTrace(parent) != nil {
-		return w, out.WithContext(httptrace.WithClientTrace(parent, &w.trace))
-	}
-	w.parent = parent
-	return w, out.WithContext(traceCtx{w})
+	return w, out.WithContext(httptrace.WithClientTrace(out.Context(), &w.trace))
 }
-
-// traceCtx is the context of a watched attempt whose own carries no
-// trace: its own, with the watch's trace under httptrace's key, as
-// httptrace.WithClientTrace puts it (which composes the trace with none
-// and adds nothing else for a trace with GotConn alone), but with no
-// allocation of its own: every attempt to a host over HTTP/1 is watched.
-type traceCtx struct{ w *connWatch }
-
-func (c traceCtx) Deadline() (time.Time, bool) { return c.w.parent.Deadline() }
-func (c traceCtx) Done() <-chan struct{}       { return c.w.parent.Done() }
-func (c traceCtx) Err() error                  { return c.w.parent.Err() }
-func (c traceCtx) Value(key any) any {
-	if key == traceKey {
-		return &c.w.trace
-	}
-	return c.w.parent.Value(key)
-}
-
-// traceKey is the key under which httptrace looks for a context's
-// ClientTrace, learnt by asking a context that notes what it is asked;
-// nil, and traceCtx unused, if httptrace does not find a trace by that key
-// alone.
-var traceKey any
-
-func init() {
-	var spy keySpy
-	httptrace.ContextClientTrace(&spy)
-	if spy.n != 1 {
-		return
-	}
-	traceKey = spy.key
-	w := &connWatch{parent: context.Background()}
-	if httptrace.ContextClientTrace(traceCtx{w}) != &w.trace {
-		traceKey = nil
-	}
-}
-
-// keySpy is a context that notes the keys it is asked for.
-type keySpy struct {
-	context.Context
-	key any
-	n   int
-}
-
-func (s *keySpy) Value(key any) any { s.key, s.n = key, s.n+1; return nil }
 
 // gotConn is the trace's GotConn: the first call is the attempt's own, any
 // later one a replay, which it lets go or stops (see connWatch).

@@ -619,29 +619,3 @@ func TestAHeldReplayWithGetBodyIsSentAgainWithRetriesOff(t *testing.T) {
 		assert.Equal(t, []string{"GetBody"}, bodies, "the request went again with a body from GetBody")
 	})
 }
-
-// A watched attempt's context is its request's, with the watch's trace:
-// its values, deadline and cancellation are the request's.
-func TestAWatchedAttemptKeepsItsContext(t *testing.T) {
-	require.NotNil(t, traceKey, "httptrace finds a trace by its key alone: the watch's context costs no allocation")
-	type ctxKey struct{}
-	deadline := time.Now().Add(time.Hour)
-	ctx, cancel := context.WithDeadline(context.WithValue(context.Background(), ctxKey{}, "v"), deadline)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/", nil)
-	require.NoError(t, err)
-	w, out := newConnWatch(req, nil, 1)
-	oc := out.Context()
-	assert.Same(t, &w.trace, httptrace.ContextClientTrace(oc))
-	assert.Equal(t, "v", oc.Value(ctxKey{}))
-	d, ok := oc.Deadline()
-	assert.True(t, ok)
-	assert.Equal(t, deadline, d)
-	assert.Same(t, ctx, req.Context(), "the request is not changed")
-	derived, stop := context.WithCancel(oc)
-	defer stop()
-	cancel()
-	<-oc.Done()
-	<-derived.Done()
-	assert.ErrorIs(t, oc.Err(), context.Canceled)
-	assert.ErrorIs(t, context.Cause(derived), context.Canceled)
-}
