@@ -70,10 +70,15 @@ type outage struct {
 // fleetStall is what a key whose outages its fleet shares needs to tell the
 // fleet of a stall (see onStall): the timer that looks for one once a
 // silence began, and the firstOut of the last one told (under the key's
-// mutex).
+// mutex). told, a lock (a channel, which virtual time can wait on), orders
+// the fleet's word of a stall and of its end: the answer that ends a stall
+// tells the fleet after the report of the stall returned, not beside it,
+// where the end could reach the fleet first and leave it holding until its
+// next probe.
 type fleetStall struct {
 	timer *time.Timer
 	first int64
+	told  chan struct{}
 }
 
 // setDown sets o.down, and its copy read without the lock.

@@ -73,8 +73,12 @@ func (t *Transport) shareHealth(ctx context.Context, key string, k *keyState, v 
 		// An answer ends the stall k told the fleet of: the host answers.
 		// k may be held by the fleet's outage meanwhile (its own report
 		// made it one), which ends too; an outage of its own (a failure
-		// since) would have taken stallShared back.
+		// since) would have taken stallShared back. Told once the report
+		// returned (see fleetStall): sent beside it, the end could reach
+		// the fleet first.
+		k.out.stall.told <- struct{}{}
 		_ = p.HostUp(ctx, key)
+		<-k.out.stall.told
 		k.fleetUp()
 	}
 }
@@ -99,6 +103,12 @@ func (t *Transport) onStall(key string, k *keyState) {
 	k.mu.Unlock()
 	if !fresh {
 		return
+	}
+	told := k.out.stall.told
+	told <- struct{}{}
+	defer func() { <-told }()
+	if k.out.firstOut.Load() != first {
+		return // answered while an earlier report was told
 	}
 	k.out.stallShared.Store(true)
 	ctx := context.Background()

@@ -384,3 +384,62 @@ func TestAStallHoldsTheFleetUntilAnAnswer(t *testing.T) {
 		assert.False(t, down, "the answer ended the fleet's outage")
 	})
 }
+
+// lateReports is a view of a memFleet whose reports of a host down reach
+// the store late, as a round trip to Redis on a loaded machine may: the
+// call returns, and takes effect, delay after it was made.
+type lateReports struct {
+	*fleetView
+	delay time.Duration
+}
+
+func (v lateReports) HostDown(ctx context.Context, key string, initial, most time.Duration) (time.Duration, error) {
+	time.Sleep(v.delay)
+	return v.fleetView.HostDown(ctx, key, initial, most)
+}
+
+// TestAStallAnsweredWhileItsReportIsOutEndsForTheFleet: the answer that
+// ends a stall comes while the report of the stall is still on its way to
+// the fleet's store (here 20 ms late): the fleet hears of the answer after
+// the report, not before it, and does not hold its processes until its
+// next probe, a second on. (Seen on a loaded 2-core machine in
+// sharedquota's TestFleetPause and TestFleetOverload: an answer late by a
+// few milliseconds on loopback made a stall; its end reached Redis before
+// its report, and the fleet failed every request with less than a second
+// left, for a second.)
+func TestAStallAnsweredWhileItsReportIsOutEndsForTheFleet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newMemFleet()
+		slowA := &stubRT{onRound: func(req *http.Request) {
+			if req.URL.Path == "/slow" {
+				time.Sleep(30 * time.Millisecond) // a stall from 20 ms on
+			} else {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}}
+		stubB := &stubRT{}
+		a := New(slowA, WithLimit(PerSecond(100)), WithSharedQuota(lateReports{f.view(1), 20 * time.Millisecond}))
+		b := New(stubB, WithLimit(PerSecond(100)), WithSharedQuota(f.view(2)))
+		get := func(tr *Transport, path string) {
+			resp, err := tr.RoundTrip(mustReq(t, "http://api.test"+path))
+			require.NoError(t, err)
+			drain(resp)
+		}
+		for range 3 {
+			get(a, "/") // a learns how long its answers take
+		}
+		time.Sleep(time.Second)
+		began := time.Now()
+		get(a, "/slow") // answered at 30 ms; the report lands at 40 ms
+		assert.LessOrEqual(t, time.Since(began), 41*time.Millisecond, "the answer waits for the report out (back at 40 ms and a tick), no more")
+		time.Sleep(50 * time.Millisecond)
+		synctest.Wait()
+		down, _ := f.view(2).HostState("api.test")
+		assert.False(t, down, "the fleet still holds for a stall that was answered")
+		asked := time.Now()
+		get(b, "/")
+		sent := stubB.times()
+		require.Len(t, sent, 1)
+		assert.LessOrEqual(t, sent[0].Sub(asked), fleetRecheck, "b waited for the fleet's probe")
+	})
+}

@@ -835,7 +835,7 @@ func (t *Transport) newKey(key string, req *http.Request) *keyState {
 	k.host = t.hosts.get(req.URL.Host)
 	k.scope = k.host.scope(credential(t.keys.seed, req))
 	if t.fleet != nil {
-		k.out.stall = &fleetStall{timer: time.AfterFunc(time.Hour, func() { t.onStall(key, k) })}
+		k.out.stall = &fleetStall{timer: time.AfterFunc(time.Hour, func() { t.onStall(key, k) }), told: make(chan struct{}, 1)}
 		k.out.stall.timer.Stop() // see sending
 	}
 	if t.cfg.breaker != nil {
