@@ -98,7 +98,7 @@ func fleetReport(t testing.TB, fs *fakeserver.Running, res []workerResult, allow
 	t.Helper()
 	var tooMany, errs, trips, resv int64
 	for i, r := range res {
-		t.Logf("worker %d: %d ok, %d 429, %d errors, %d cut at the end; %+v; live %d", i, r.OK, r.TooMany, r.Errors, r.Cut, r.Stats, r.MaxLive)
+		t.Logf("worker %d: %d ok, %d 429, %d errors, %d held by a host reported down, %d cut at the end; %+v; live %d", i, r.OK, r.TooMany, r.Errors, r.Held, r.Cut, r.Stats, r.MaxLive)
 		tooMany += r.TooMany
 		errs += r.Errors
 		trips += r.Stats.RoundTrips
@@ -194,12 +194,15 @@ func TestFleetPause(t *testing.T) {
 				in++
 			}
 		}
-		after := len(ts) - slices.IndexFunc(ts, func(at time.Time) bool { return at.After(to) })
-		t.Logf("worker %d: %d requests, %d during the pause, %d after it", w, len(ts), in, after)
+		after := 0
+		if i := slices.IndexFunc(ts, func(at time.Time) bool { return at.After(to) }); i >= 0 {
+			after = len(ts) - i
+		}
+		t.Logf("worker %d: %d requests, %d during the pause, %d after it; %d held by a host reported down", w, len(ts), in, after, res[w].Held)
 		if in != 0 {
 			t.Errorf("worker %d sent %d requests during the pause", w, in)
 		}
-		if slices.IndexFunc(ts, func(at time.Time) bool { return at.After(to) }) < 0 {
+		if after == 0 {
 			t.Errorf("worker %d sent nothing after the pause", w)
 		}
 	}
@@ -238,11 +241,18 @@ func TestFleetOverload(t *testing.T) {
 	}
 	defer fs.Close()
 	const dur = 4 * time.Second
-	res := runFleet(t, 3, overloadConfig(t, addr, fs.URL, dur))
+	cfg := overloadConfig(t, addr, fs.URL, dur)
+	// The shared schedule alone: on a loaded machine a request of 2 ms on
+	// loopback can go unanswered past its caller's 300 ms, and the
+	// outage state then rightly holds the fleet until its next probe, up
+	// to a second of the two this test counts (the outage state has tests
+	// of its own).
+	cfg.NoOutage = true
+	res := runFleet(t, 3, cfg)
 	var second int64
 	for i, r := range res {
-		t.Logf("worker %d: %d ok (%d in the second half), %d late, %d dropped, %d 429, %d errors; %+v",
-			i, r.OK, r.SecondHalf, r.Late, r.Dropped, r.TooMany, r.Errors, r.Stats)
+		t.Logf("worker %d: %d ok (%d in the second half), %d late (%d held by a host reported down), %d dropped, %d 429, %d errors; %+v",
+			i, r.OK, r.SecondHalf, r.Late, r.Held, r.Dropped, r.TooMany, r.Errors, r.Stats)
 		second += r.SecondHalf
 	}
 	rate := float64(second) / (dur / 2).Seconds()
