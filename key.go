@@ -69,9 +69,13 @@ type keyState struct {
 	budget    atomic.Pointer[retryBudget]
 	sent      uint64 // departures so far; the last one's number
 	pacer     pacer
-	unseen    atomic.Int32 // departures whose outcome the key has not yet taken in
-	learning  atomic.Bool  // the window counts answers that say nothing (see answered)
-	probing   atomic.Bool  // no response has come yet
+	// pending: the departures whose outcome the key has not yet taken
+	// in, and when the silence a stall is counted in began (see
+	// stalls), one word: a departure's take and the answer that ends
+	// a silence each change both at once.
+	pending  atomic.Uint64
+	learning atomic.Bool // the window counts answers that say nothing (see answered)
+	probing  atomic.Bool // no response has come yet
 	// striking: strikes is not nil, read without the lock.
 	striking atomic.Bool
 	// statedUntil is the end of the last wait a server named that was
@@ -143,8 +147,10 @@ type bareThrottle struct {
 // of the queue, ahead of new work. until, when not 0, is the latest the
 // request may leave on the pacer's clock, besides its context's deadline
 // and MaxWait: the end of MaxElapsed, for a retry held by an outage.
-// errEvicted asks the caller to look the key up again.
-func (k *keyState) acquire(ctx context.Context, cost int64, front bool, until int64, route string, dep *departure) error {
+// errEvicted asks the caller to look the key up again. early says that a
+// request that leaves at once is sent at once, with nothing between, and
+// that the stall rule is on (see keyState.sending).
+func (k *keyState) acquire(ctx context.Context, cost int64, front, early bool, until int64, route string, dep *departure) error {
 	now := k.env.now()
 	k.mu.Lock()
 	if k.evicted {
@@ -164,7 +170,7 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool, until in
 	// Fast path: nobody waits, a slot is free and the pacer allows it now.
 	// With nothing unanswered and no probe out, the host's health does not
 	// hold it (see outageGate).
-	if k.queue.head == nil && k.hasSlot() && (k.out.firstOut.Load() == 0 && !k.out.probing || k.outageGate(now)) && k.strikeGate() {
+	if k.queue.head == nil && k.hasSlot() && (!k.silent() && !k.out.probing || k.outageGate(now)) && k.strikeGate() {
 		if k.rare == 0 && !k.scoped(now) {
 			// Nothing rare holds (see rare): the pacer alone says.
 			if verifyRare {
@@ -172,6 +178,11 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front bool, until in
 			}
 			if k.pacer.pauseUntil <= now && k.pacer.buckets.TakeNow(now, cost) {
 				k.takePlain(now, dep)
+				if early {
+					dep.began = k.depart(now) // see sending
+				} else {
+					k.pending.Add(1)
+				}
 				k.mu.Unlock()
 				return nil
 			}
@@ -220,6 +231,9 @@ type departure struct {
 	probeRoute string
 	// scopeSeq is its number in its scope, once the scope counts; 0 if not.
 	scopeSeq uint64
+	// began: it began the silence a stall is counted in as it left (see
+	// keyState.sending).
+	began bool
 }
 
 // earliest returns when n requests costing cost in all may leave on route,
@@ -340,14 +354,15 @@ func (k *keyState) take(d, now, cost int64, route string, dep *departure) bool {
 	k.sent++
 	k.outageTake(k.sent)
 	k.strikeTake(k.sent)
-	k.unseen.Add(1)
+	k.pending.Add(1)
 	k.occupy()
 	return true
 }
 
 // takePlain is take for a request that leaves at now on acquire's fast
 // path, when nothing rare holds (see rare), once its pacer took it: the
-// departure and what take counts in every case.
+// departure and what take counts in every case, but pending, which the
+// caller counts.
 func (k *keyState) takePlain(now int64, dep *departure) {
 	k.sent++
 	*dep = departure{seq: k.sent, at: now, sent: now, direct: true}
@@ -356,7 +371,6 @@ func (k *keyState) takePlain(now int64, dep *departure) {
 	}
 	k.window.taken++ // see learnedWindow.take
 	k.window.lastAt = now
-	k.unseen.Add(1)
 	k.occupy()
 }
 
@@ -421,10 +435,23 @@ func (k *keyState) verifyPlain(now, cost int64, route string) {
 	}
 }
 
-// seen notes that a departure's outcome has been taken in (its response
-// observed, or its failure), or that it was never sent: until then the
-// key is not idle, since what the response says would update it.
-func (k *keyState) seen() { k.unseen.Add(-1) }
+// seen notes that the outcome of a departure that was sent has been taken
+// in (its response observed, or its failure): until then the key is not
+// idle, since what the response says would update it. The answer ends the
+// silence a stall is counted in (see stalls); if a stall held the queue,
+// settle, which comes first, let it go on.
+func (k *keyState) seen() {
+	for {
+		u := k.pending.Load()
+		if k.pending.CompareAndSwap(u, (u-1)&unseenMask) {
+			return
+		}
+	}
+}
+
+// unseenN returns how many departures of k have not had their outcome
+// taken in.
+func (k *keyState) unseenN() uint64 { return k.pending.Load() & unseenMask }
 
 // admissible decides, under k.mu, whether a request that cannot leave at
 // once may join the queue: the queue has room, the cost fits every burst,
@@ -499,7 +526,7 @@ func (k *keyState) abandon(w *waiter) {
 		k.releaseLocked(now)
 		k.settleLocked(now, w.dep.seq, hostUnsent) // what was out is still unanswered
 		k.strikeUnsent(w.dep.seq)
-		k.seen()
+		k.withdraw()
 	} else if len(w.ready) == 0 {
 		k.queue.remove(w)
 	} // else it left the queue with an error: the caller's is as good
@@ -754,7 +781,7 @@ func (k *keyState) onTimer() {
 // nothing owed to the pacer, no pause, nothing being learned, and no
 // breaker but a closed one.
 func (k *keyState) idle(now int64) bool {
-	return k.queue.head == nil && k.inflight == 0 && k.unseen.Load() == 0 && k.timerAt == 0 && k.pacer.idle(now) &&
+	return k.queue.head == nil && k.inflight == 0 && k.unseenN() == 0 && k.timerAt == 0 && k.pacer.idle(now) &&
 		k.model.idle(now) && k.aimd.idle(now) && k.window.idle(now) && k.scope.idle(now) && k.statedUntil <= now && !k.out.down && k.strikesIdle(now) &&
 		(k.br == nil || BreakerState(k.br.lastState.Load()) == BreakerClosed)
 }
@@ -927,7 +954,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 		if rc.waitAt {
 			k.window.reclock(int64(rc.wait))
 		}
-		k.window.unheard(k.sent, uint64(max(k.unseen.Load(), 1)))
+		k.window.unheard(k.sent, max(k.unseenN(), 1))
 		k.window.throttled(satAdd(now, int64(sig.Wait)), seq, k.sent)
 	}
 	k.window.answered(seq)

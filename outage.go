@@ -51,10 +51,10 @@ type outage struct {
 	// stallShared: the fleet heard of a stall of this key, and awaits its
 	// end (see onStall).
 	stallShared atomic.Bool
-	// What tells a stall (see outageGate).
-	firstOut atomic.Int64 // 1 + when the first request sent since the last answer went; 0: none
-	latency  atomic.Int64 // the usual latency of an answer; 0: none yet
-	stall    *fleetStall  // with a fleet only
+	// What tells a stall (see outageGate), with the silence in
+	// keyState.pending (see stalls).
+	latency atomic.Int64 // the usual latency of an answer; 0: none yet
+	stall   *fleetStall  // with a fleet only
 
 	probe  uint64 // the probe's departure number, while probing
 	next   int64  // when the next probe may leave (while down; see replaying)
@@ -69,15 +69,15 @@ type outage struct {
 
 // fleetStall is what a key whose outages its fleet shares needs to tell the
 // fleet of a stall (see onStall): the timer that looks for one once a
-// silence began, and the firstOut of the last one told (under the key's
-// mutex). told, a lock (a channel, which virtual time can wait on), orders
+// silence began, and the mark of the last one told (see stalls; under the
+// key's mutex). told, a lock (a channel, which virtual time can wait on), orders
 // the fleet's word of a stall and of its end: the answer that ends a stall
 // tells the fleet after the report of the stall returned, not beside it,
 // where the end could reach the fleet first and leave it holding until its
 // next probe.
 type fleetStall struct {
 	timer *time.Timer
-	first int64
+	first uint64
 	told  chan struct{}
 }
 
@@ -243,28 +243,136 @@ func (k *keyState) outageGate(now int64) bool {
 		// A replay that takes this long is a long call, not a host down:
 		// the queue goes on.
 	}
-	first, end, ok := k.stalls(now)
+	mark, end, ok := k.stalls(now)
 	if !ok {
 		return true
 	}
-	_ = first
 	o.stalled.Store(true)
+	if k.silence() != mark {
+		// Answered meanwhile: its settle may not have seen stalled.
+		if !o.replaying {
+			o.stalled.Store(false)
+		}
+		return true
+	}
 	k.arm(now, end)
 	return false
 }
 
 // stalls reports whether k's requests stall at now (see outageGate), and if
-// so, the firstOut the stall is counted from and when it ends at the
-// latest. It takes no lock.
-func (k *keyState) stalls(now int64) (first, end int64, ok bool) {
+// so, the mark of the silence the stall is counted in and when it ends at
+// the latest. It takes no lock.
+//
+// A silence begins with the first departure sent since the last answer
+// (see sending) and ends with the next answer (see seen). It is kept in
+// keyState.pending, beside the count of departures whose outcome the key
+// has not yet taken in, so that the departure that begins a silence and the
+// answer that ends it each change the key once, not twice: the count in
+// the low unseenBits bits, and above them the silence's mark: when it
+// began, in units of 1<<silenceShift ns of the pacer's clock, plus one,
+// modulo 1<<silenceBits (see silenceAt); 0 for none.
+//
+// An answer lets a stall that holds the queue go at once (see settle). A
+// stall that begins while an answer is read, after its settle and before
+// its seen, holds the queue until its end: rare (the answer came as the
+// silence turned into a stall), and short.
+func (k *keyState) stalls(now int64) (mark uint64, end int64, ok bool) {
 	lat := k.out.latency.Load()
-	first = k.out.firstOut.Load()
-	if lat == 0 || first == 0 {
+	mark = k.silence()
+	if lat == 0 || mark == 0 {
 		return 0, 0, false // nothing known, or nothing unanswered
 	}
-	quiet, thr := now+1-first, stallAfter(lat)
-	end = first - 1 + thr + int64(probeWait) + 1 // a stall is short-lived
-	return first, end, quiet > thr && quiet <= thr+int64(probeWait)
+	began := silenceStart(mark, now)
+	quiet, thr := now-began, stallAfter(lat)
+	end = began + thr + int64(probeWait) + 1 // a stall is short-lived
+	return mark, end, quiet > thr && quiet <= thr+int64(probeWait)
+}
+
+// The layout of keyState.pending (see stalls).
+const (
+	unseenBits   = 24 // 16 million departures of one key out at once
+	unseenMask   = 1<<unseenBits - 1
+	silenceBits  = 64 - unseenBits
+	silenceShift = 12                 // 4 µs: a stall is counted in milliseconds
+	silenceMask  = 1<<silenceBits - 1 // 52 days of the pacer's clock
+)
+
+// silenceAt returns the mark of a silence that began at t: never 0, and
+// never later than t when read back (see silenceStart), so that a stall is
+// never seen late.
+func silenceAt(t int64) uint64 {
+	m := uint64(t>>silenceShift+1) & silenceMask
+	if m == 0 {
+		m = silenceMask // one unit early
+	}
+	return m
+}
+
+// silenceStart returns when the silence of mark m began, as read at now,
+// on or after it: on it, or up to a unit earlier.
+func silenceStart(m uint64, now int64) int64 {
+	n := now>>silenceShift + 1
+	return (n - int64((uint64(n)-m)&silenceMask) - 1) << silenceShift
+}
+
+// silence returns the mark of k's silence; 0 for none.
+func (k *keyState) silence() uint64 { return k.pending.Load() >> unseenBits }
+
+// silent reports whether a silence of k has begun.
+func (k *keyState) silent() bool { return k.pending.Load() > unseenMask }
+
+// depart counts a departure that is sent at now, and begins a silence at
+// now, unless one has begun: it reports whether it did.
+func (k *keyState) depart(now int64) bool {
+	for {
+		u := k.pending.Load()
+		v := u + 1
+		if u <= unseenMask {
+			v |= silenceAt(now) << unseenBits
+		}
+		if k.pending.CompareAndSwap(u, v) {
+			return u <= unseenMask
+		}
+	}
+}
+
+// beginSilence begins a silence at t, unless one has begun: it reports
+// whether it did.
+func (k *keyState) beginSilence(t int64) bool {
+	for {
+		u := k.pending.Load()
+		if u > unseenMask {
+			return false
+		}
+		if k.pending.CompareAndSwap(u, u|silenceAt(t)<<unseenBits) {
+			return true
+		}
+	}
+}
+
+// withdraw counts a departure that was not sent. It ends no silence, but
+// one left with nothing out.
+func (k *keyState) withdraw() {
+	for {
+		u := k.pending.Load()
+		v := u - 1
+		if v&unseenMask == 0 {
+			v = 0
+		}
+		if k.pending.CompareAndSwap(u, v) {
+			return
+		}
+	}
+}
+
+// endSilence ends k's silence, if one has begun.
+func (k *keyState) endSilence() {
+	for {
+		u := k.pending.Load()
+		if u <= unseenMask || k.pending.CompareAndSwap(u, u&unseenMask) {
+			return
+		}
+	}
 }
 
 // A key stalls once a request has gone unanswered for stallFactor times
@@ -310,16 +418,22 @@ func (k *keyState) outageTake(seq uint64) {
 // stall timer: should the silence last into a stall, the fleet hears of it
 // then (see onStall), whether or not a request of this process waits to
 // leave.
+//
+// A departure that its take counted as sent at once (see takePlain)
+// began the silence already, if it did: dep.began.
 func (k *keyState) sending(dep *departure, direct bool) {
 	if k.env.probe.initial <= 0 {
 		return
 	}
-	if !direct {
-		dep.sent = max(dep.sent, k.env.now())
+	began := dep.began
+	if !began {
+		if !direct {
+			dep.sent = max(dep.sent, k.env.now())
+		}
+		// A silence begins, unless an earlier send is still unanswered.
+		began = !k.silent() && k.beginSilence(dep.sent)
 	}
-	o := &k.out
-	// A silence begins, unless an earlier send is still unanswered.
-	if o.firstOut.Load() == 0 && o.firstOut.CompareAndSwap(0, dep.sent+1) && o.stall != nil {
+	if o := &k.out; began && o.stall != nil {
 		if lat := o.latency.Load(); lat != 0 {
 			o.stall.timer.Reset(time.Duration(stallAfter(lat) + 1))
 		}
@@ -328,34 +442,28 @@ func (k *keyState) sending(dep *departure, direct bool) {
 
 // settle tells k how departure dep ended, and lets the queue go on if it
 // may. Every departure is settled once: hostUnsent for one that was not
-// sent, hostUnknown for one whose caller gave up. One that was not sent
-// does not end the silence a stall is counted in: the requests out are
-// still unanswered.
+// sent, hostUnknown for one whose caller gave up. The silence a stall is
+// counted in ends once the answer is taken in (see seen); if a stall holds
+// the queue, an answer ends it at once, and the queue goes on.
 //
-// An answer ends the silence a stall is counted in. Its latency is timed
-// where the stall rule may use it: when no latency is known yet, when
-// another request of k is out or waiting (the rule holds requests back
-// only then), and otherwise for one answer in latencySample, which keeps
-// the average fresh for when that comes, without a clock read per request.
+// An answer's latency is timed where the stall rule may use it: when no
+// latency is known yet, when another request of k is out or waiting (the
+// rule holds requests back only then), and otherwise for one answer in
+// latencySample, which keeps the average fresh for when that comes,
+// without a clock read per request.
 func (k *keyState) settle(dep *departure, v outageVerdict) {
 	o := &k.out
 	on := k.env.probe.initial > 0
-	if on && v != hostUnsent {
-		if o.firstOut.Load() != 0 {
-			o.firstOut.Store(0) // answers settle concurrently: any answer will do
-		}
-		if v == hostUp {
-			old := o.latency.Load()
-			if old == 0 || k.unseen.Load() > 1 || k.queue.busy.Load() || dep.seq%latencySample == 0 {
-				// The latency of the answers, an average of the last
-				// eight or so timed: how long a silence must last to be a
-				// stall.
-				lat := max(k.env.now()-dep.sent, 1)
-				if old != 0 {
-					lat = old + (lat-old)/8
-				}
-				o.latency.Store(lat)
+	if on && v == hostUp {
+		old := o.latency.Load()
+		if old == 0 || k.unseenN() > 1 || k.queue.busy.Load() || dep.seq%latencySample == 0 {
+			// The latency of the answers, an average of the last eight or
+			// so timed: how long a silence must last to be a stall.
+			lat := max(k.env.now()-dep.sent, 1)
+			if old != 0 {
+				lat = old + (lat-old)/8
 			}
+			o.latency.Store(lat)
 		}
 	}
 	if !o.isDown.Load() && !o.stalled.Load() && (v != hostDown || !on) {
@@ -363,6 +471,9 @@ func (k *keyState) settle(dep *departure, v outageVerdict) {
 	}
 	now := k.env.now()
 	k.mu.Lock()
+	if o.stalled.Load() && v != hostUnsent {
+		k.endSilence() // an answer: seen would end it, too late for dispatch
+	}
 	o.stalled.Store(false)
 	k.settleLocked(now, dep.seq, v)
 	if o.replaying {

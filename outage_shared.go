@@ -93,13 +93,13 @@ func (t *Transport) shareHealth(ctx context.Context, key string, k *keyState, v 
 // own requests stall.
 func (t *Transport) onStall(key string, k *keyState) {
 	now := t.now()
-	first, end, ok := k.stalls(now)
+	mark, end, ok := k.stalls(now)
 	if !ok || k.isDown() {
 		return
 	}
 	k.mu.Lock()
-	fresh := k.out.stall.first != first
-	k.out.stall.first = first
+	fresh := k.out.stall.first != mark
+	k.out.stall.first = mark
 	k.mu.Unlock()
 	if !fresh {
 		return
@@ -107,7 +107,7 @@ func (t *Transport) onStall(key string, k *keyState) {
 	told := k.out.stall.told
 	told <- struct{}{}
 	defer func() { <-told }()
-	if k.out.firstOut.Load() != first {
+	if k.silence() != mark {
 		return // answered while an earlier report was told
 	}
 	k.out.stallShared.Store(true)
@@ -116,7 +116,7 @@ func (t *Transport) onStall(key string, k *keyState) {
 		k.out.stallShared.Store(false)
 		return
 	}
-	if k.out.firstOut.Load() != first && !k.isDown() && k.out.stallShared.Swap(false) {
+	if k.silence() != mark && !k.isDown() && k.out.stallShared.Swap(false) {
 		_ = t.fleet.HostUp(ctx, key) // answered while the fleet heard
 	}
 }

@@ -767,3 +767,53 @@ func TestOutagesOfEveryLength(t *testing.T) {
 		}
 	}
 }
+
+// A silence's mark, read back, gives when it began to a unit or less, never
+// later, so that a stall is never seen late: across the mark's wrap too.
+func TestASilenceIsReadBackNeverLate(t *testing.T) {
+	const unit = 1 << silenceShift
+	wrap := int64(silenceMask) << silenceShift // (t>>shift)+1 wraps to 0 at wrap-unit
+	for _, began := range []int64{0, 1, unit - 1, unit, 12345678901, wrap - 2*unit, wrap - unit, wrap - 1, wrap, wrap + unit, 3*wrap + 7} {
+		m := silenceAt(began)
+		if m == 0 || m > silenceMask {
+			t.Fatalf("silenceAt(%d) = %d", began, m)
+		}
+		for _, later := range []int64{0, 1, unit, time.Second.Nanoseconds(), time.Hour.Nanoseconds(), 40 * 24 * time.Hour.Nanoseconds()} {
+			got := silenceStart(m, began+later)
+			if got > began || began-got >= 2*unit {
+				t.Errorf("silence began at %d, read %d later: %d (%d early)", began, later, got, began-got)
+			}
+		}
+	}
+}
+
+// The count of departures out and the silence share a word: a departure
+// begins a silence only when none has begun, an answer ends it, and a
+// departure that was not sent ends it only when nothing is left out.
+func TestPendingCountsDeparturesAndTheSilence(t *testing.T) {
+	var k keyState
+	if !k.depart(5000) || k.unseenN() != 1 || !k.silent() {
+		t.Fatalf("first departure: pending %#x", k.pending.Load())
+	}
+	mark := k.silence()
+	if k.depart(9000) || k.unseenN() != 2 || k.silence() != mark {
+		t.Fatalf("second departure moved the silence: pending %#x", k.pending.Load())
+	}
+	if k.withdraw(); k.unseenN() != 1 || k.silence() != mark {
+		t.Fatalf("a withdrawal with one out ended the silence: pending %#x", k.pending.Load())
+	}
+	k.pending.Add(1)
+	if k.seen(); k.unseenN() != 1 || k.silent() {
+		t.Fatalf("an answer left the silence: pending %#x", k.pending.Load())
+	}
+	if !k.beginSilence(20000) || k.beginSilence(30000) || silenceStart(k.silence(), 30000) > 20000 {
+		t.Fatalf("beginSilence: pending %#x", k.pending.Load())
+	}
+	if k.endSilence(); k.silent() || k.unseenN() != 1 {
+		t.Fatalf("endSilence: pending %#x", k.pending.Load())
+	}
+	k.beginSilence(40000)
+	if k.withdraw(); k.pending.Load() != 0 {
+		t.Fatalf("the last withdrawal left pending %#x", k.pending.Load())
+	}
+}

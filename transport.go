@@ -31,6 +31,10 @@ type Transport struct {
 	// plain: no hooks, logs or metrics, no shared quota and no breaker:
 	// nobody but the key hears of an answer (see sendPlain).
 	plain bool
+	// early: plain, and the stall rule is on: a first attempt with no body
+	// to read is sent as soon as it leaves, if it leaves at once (see
+	// keyState.sending).
+	early bool
 }
 
 // New returns a Transport that sends requests through base once their key's
@@ -76,6 +80,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		t.obs.m.register(t)
 	}
 	t.plain = t.obs == nil && cfg.shared == nil && cfg.breaker == nil
+	t.early = t.plain && t.probe.initial > 0
 	return t
 }
 
@@ -147,7 +152,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			// at all.
 			until = t.pacerTime(c.r.start.Add(t.retry.maxElapsed))
 		}
-		err := t.admit(c.ctx, c.key, req, cost, c.attempt > 1, until, &s)
+		// early: the first attempt, sent as soon as it leaves if it leaves
+		// at once: nothing between could wait (a body read, a shared
+		// quota's slot, a hook), and the stall rule is on. (A body of
+		// http.NoBody takes the general way: sending.)
+		early := t.early && c.attempt == 1 && req.Body == nil
+		err := t.admit(c.ctx, c.key, req, cost, c.attempt > 1, early, until, &s)
 		if o != nil {
 			if err != nil {
 				o.rejected(c.ctx, req, c.key, c.attempt, err)
@@ -539,7 +549,7 @@ func (s *slot) unsent() {
 	s.k.unsentFirst(s.dep.seq)
 	s.k.unanswered(&s.dep)
 	s.k.release()
-	s.k.seen()
+	s.k.withdraw()
 }
 
 // answer returns resp, the answer to s's attempt, with its body set to
@@ -574,17 +584,17 @@ func (s *slot) free() { s.k.release() }
 var noDone = func(outcome) {}
 
 // admit finds the key's state, asks its breaker, if any, and waits in its
-// queue for a slot, which it writes to s (front and until as for
+// queue for a slot, which it writes to s (front, early and until as for
 // keyState.acquire). The slot's done must be called with the outcome of the
 // request, which is sent at once.
-func (t *Transport) admit(ctx context.Context, key string, req *http.Request, cost int64, front bool, until int64, s *slot) error {
+func (t *Transport) admit(ctx context.Context, key string, req *http.Request, cost int64, front, early bool, until int64, s *slot) error {
 	if t.cfg.shared == nil && t.cfg.breaker == nil {
 		// Nothing but the key admits: no breaker, no shared quota (nor its
 		// fleet).
 		for {
 			k := t.keys.get(key, t, req)
 			s.k, s.done = k, noDone
-			if err := k.acquire(ctx, cost, front, until, req.URL.Path, &s.dep); err != errEvicted {
+			if err := k.acquire(ctx, cost, front, early, until, req.URL.Path, &s.dep); err != errEvicted {
 				return err
 			}
 		}
@@ -608,7 +618,7 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			k.hold(t.pacerTime(k.br.retryAt()))
 		}
 		s.k, s.done = k, done
-		err := k.acquire(ctx, cost, front, until, req.URL.Path, &s.dep)
+		err := k.acquire(ctx, cost, front, early, until, req.URL.Path, &s.dep)
 		switch {
 		case err == errEvicted:
 			done(outcomeExcluded)
