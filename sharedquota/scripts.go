@@ -33,10 +33,37 @@ local function valid(v, hi)
   if x == nil or x ~= x or x < 0 or x > hi + slack then return nil end
   return x
 end
-local function pauseOf(v, cap)
-  local p = valid(v, now + cap)
-  if p then return math.min(p, now + cap), p > now + cap end
-  return 0, v ~= false and v ~= nil
+-- pauseOf reads the pause stored as v, capped, and whether the stored
+-- value needs a repair (bad, or beyond the cap); with a floor (µs from
+-- now, 0 for none), the pause lasts that long at least, which is a change
+-- to store too.
+local function pauseOf(v, cap, floor)
+  local p, fix = valid(v, now + cap), false
+  if p then
+    p, fix = math.min(p, now + cap), p > now + cap
+  else
+    p, fix = 0, v ~= false and v ~= nil
+  end
+  if floor and floor > 0 and now + math.min(floor, cap) > p then
+    p, fix = now + math.min(floor, cap), true
+  end
+  return p, fix
+end
+-- save writes the fields hs (name, value, ...; none is fine) to KEYS[1],
+-- and keeps the hash until need + margin at least: its expiry, stored in
+-- its field exp (read as old), moves out to there when fix, when old is
+-- missing or bad, or when it comes within half a margin of need.
+local function save(hs, old, need, margin, cap, fix)
+  local exp = valid(old, now + 2 * cap + 604800000000)
+  if fix or exp == nil or exp < need + margin / 2 then
+    exp = math.max(exp or 0, need + margin)
+    hs[#hs + 1] = 'exp'
+    hs[#hs + 1] = string.format('%d', exp)
+    redis.call('HSET', KEYS[1], unpack(hs))
+    redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000)))
+  elseif #hs > 0 then
+    redis.call('HSET', KEYS[1], unpack(hs))
+  end
 end
 `
 
@@ -134,12 +161,7 @@ local fields = {'pause', 'exp'}
 for i = 1, n do fields[i + 2] = ARGV[5 * i + 1] end
 if learned then fields = {'pause', 'exp', 'lt', 'li', 'lb', 'lu', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'po', 'ph'} end
 local vals = redis.call('HMGET', KEYS[1], unpack(fields))
-local pause, fix = pauseOf(vals[1], cap)
-local pf = tonumber(ARGV[5])
-if pf > 0 and now + math.min(pf, cap) > pause then
-  pause = now + math.min(pf, cap)
-  fix = true
-end
+local pause, fix = pauseOf(vals[1], cap, tonumber(ARGV[5]))
 local tat, iv, burst, units, floor, src = {}, {}, {}, {}, {}, {}
 for i = 1, n do
   iv[i] = tonumber(ARGV[5 * i + 2])
@@ -264,16 +286,7 @@ if fix then
   hs[#hs + 1] = string.format('%d', pause)
 end
 if #hs > 0 then
-  local exp = valid(vals[2], now + 2 * cap + 604800000000)
-  if fix or exp == nil or exp < need + margin / 2 then
-    exp = math.max(exp or 0, need + margin)
-    hs[#hs + 1] = 'exp'
-    hs[#hs + 1] = string.format('%d', exp)
-    redis.call('HSET', KEYS[1], unpack(hs))
-    redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000)))
-  else
-    redis.call('HSET', KEYS[1], unpack(hs))
-  end
+  save(hs, vals[2], need, margin, cap, fix)
 end
 return tail(waits)
 `
@@ -296,12 +309,7 @@ var reserveOneScript = redis.NewScript(reserveOneSrc)
 const reserveOneSrc = prelude + `
 local room, step, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[6])
 local v = redis.call('HMGET', KEYS[1], 'pause', 'exp', ARGV[1])
-local pause, fix = pauseOf(v[1], cap)
-local pf = tonumber(ARGV[8])
-if pf > 0 and now + math.min(pf, cap) > pause then
-  pause = now + math.min(pf, cap)
-  fix = true
-end
+local pause, fix = pauseOf(v[1], cap, tonumber(ARGV[8]))
 local tat = valid(v[3], now + cap + room + step)
 if not tat then
   fix = fix or v[3] ~= false
@@ -321,18 +329,7 @@ if fix then
   hs[3] = 'pause'
   hs[4] = string.format('%d', pause)
 end
-local need = math.max(tat, pause)
-local margin = tonumber(ARGV[4])
-local exp = valid(v[2], now + 2 * cap + 604800000000)
-if fix or exp == nil or exp < need + margin / 2 then
-  exp = math.max(exp or 0, need + margin)
-  hs[#hs + 1] = 'exp'
-  hs[#hs + 1] = string.format('%d', exp)
-  redis.call('HSET', KEYS[1], unpack(hs))
-  redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000)))
-else
-  redis.call('HSET', KEYS[1], unpack(hs))
-end
+save(hs, v[2], math.max(tat, pause), tonumber(ARGV[4]), cap, fix)
 return {d - now, math.max(pause - now, 0), math.max(tat - room - step - now, 0)}
 `
 
@@ -354,20 +351,15 @@ local cap = tonumber(ARGV[3])
 local untl = now + math.min(tonumber(ARGV[1]), cap)
 local vals = redis.call('HMGET', KEYS[1], 'pause', 'exp')
 local cur, fix = pauseOf(vals[1], cap)
+local hs = {}
 if untl > cur or fix then
   untl = math.max(untl, cur)
-  redis.call('HSET', KEYS[1], 'pause', string.format('%d', untl))
+  hs = {'pause', string.format('%d', untl)}
   redis.call('PUBLISH', ARGV[4], KEYS[1] .. ' ' .. string.format('%d', untl - now))
 else
   untl = cur
 end
-local margin = tonumber(ARGV[2]) * 1000
-local exp = valid(vals[2], now + 2 * cap + 604800000000)
-if fix or exp == nil or exp < untl + margin / 2 then
-  exp = math.max(exp or 0, untl + margin)
-  redis.call('HSET', KEYS[1], 'exp', string.format('%d', exp))
-  redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000)))
-end
+save(hs, vals[2], untl, tonumber(ARGV[2]) * 1000, cap, fix)
 return untl - now
 `
 
@@ -422,16 +414,7 @@ if not held and left >= 0 then
     hs[#hs + 1] = string.format('%d', floor)
   end
 end
-local exp = valid(v[1], now + 2 * cap + 604800000000)
-if exp == nil or exp < untl + ARGV[4] / 2 then
-  exp = untl + ARGV[4]
-  hs[#hs + 1] = 'exp'
-  hs[#hs + 1] = string.format('%d', exp)
-  redis.call('HSET', KEYS[1], unpack(hs))
-  redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000)))
-else
-  redis.call('HSET', KEYS[1], unpack(hs))
-end
+save(hs, v[1], untl, tonumber(ARGV[4]), cap, false)
 return 1
 `)
 
@@ -520,12 +503,7 @@ local rate = math.max(wmax * keep, aimdFloor)
 at = now + math.ceil(1000000000 / rate)
 local hs = {'ar', string.format('%d', math.floor(wmax)), 'ac', string.format('%d', now), 'as', slow and '1' or '0',
   'acn', string.format('%d', an), 'a1', string.format('%d', now), 'at', string.format('%d', at)}
-local exp = valid(v[1], now + 2 * cap + 604800000000)
-exp = math.max(exp or 0, now + aimdLife + margin, at + margin)
-hs[#hs + 1] = 'exp'
-hs[#hs + 1] = string.format('%d', exp)
-redis.call('HSET', KEYS[1], unpack(hs))
-redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000)))
+save(hs, v[1], math.max(now + aimdLife, at), margin, cap, true)
 redis.call('PUBLISH', ARGV[4], 'c ' .. KEYS[1] .. ' ' .. string.format('%d', an))
 return {math.floor(rate), 1, an}
 `)
