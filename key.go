@@ -30,6 +30,9 @@ type keyEnv struct {
 	// connsEpoch counts the changes of the hosts' conns: while it stays,
 	// a key's copy of its host's holds (see hostConns).
 	connsEpoch atomic.Uint64
+	// connless counts the hosts in a row whose first watched answer came
+	// with no GotConn: a base that is not net/http's (see watchConns).
+	connless atomic.Int32
 	// learningHosts counts the hosts that learn their clock's offset (see
 	// hostState.learns): while none does, an answer that says nothing
 	// reads no host's memory (see readsDate).

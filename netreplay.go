@@ -84,13 +84,27 @@ const (
 // anyway, should its base turn out to be net/http's after all.
 const connsRecheck = 1024
 
+// connlessTrust is how many hosts in a row must answer with no GotConn
+// before a host not known yet goes unwatched too: the Transport's base is
+// not net/http's (a stub, a cache), and a watch would cost each new host's
+// first request four allocations for nothing. An answer through net/http
+// over either protocol watches new hosts again.
+const connlessTrust = 8
+
 // watchConns reports whether attempt seq of k gets a connWatch.
 func (k *keyState) watchConns(seq uint64) bool {
 	if k.env.probe.initial <= 0 {
 		return false // no outage state to hold a replay behind
 	}
-	c := k.hostConns()
-	return c <= connsHTTP1 || seq%connsRecheck == 0
+	switch k.hostConns() {
+	case connsHTTP1:
+		return true
+	case connsUnknown:
+		if k.env.connless.Load() < connlessTrust {
+			return true
+		}
+	}
+	return seq%connsRecheck == 0
 }
 
 // hostConns returns what carries the requests of k's host (see
@@ -180,14 +194,17 @@ func (w *connWatch) finish(resp *http.Response, err error) (failed, stopped bool
 	if err == nil {
 		switch c := h.Load(); {
 		case resp.ProtoMajor == 2:
+			w.k.env.connless.Store(0)
 			if c != connsHTTP2 {
 				w.k.setConns(h, connsHTTP2)
 			}
 		case n == 0:
 			if c == connsUnknown {
+				w.k.env.connless.Add(1)
 				w.k.setConns(h, connsNone)
 			}
 		case c == connsUnknown || c == connsNone:
+			w.k.env.connless.Store(0)
 			w.k.setConns(h, connsHTTP1)
 		}
 	}

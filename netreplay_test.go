@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -267,6 +268,45 @@ func TestABaseThatIsNotNetHTTPIsNotWatched(t *testing.T) {
 	k := tr.keys.get(tr.cfg.keyFunc(req), tr, req)
 	assert.EqualValues(t, connsNone, k.host.conns.Load())
 	assert.False(t, k.watchConns(2))
+}
+
+// A base that answers host after host with no GotConn is not net/http's:
+// once connlessTrust hosts in a row said so, a new host's first request
+// goes unwatched too (no watch's allocations for a host a cache or a stub
+// answers), and one answer through net/http watches new hosts again.
+func TestNewHostsOfABaseThatIsNotNetHTTPAreNotWatched(t *testing.T) {
+	var gotConns atomic.Bool // the base calls GotConn, as net/http would
+	var watched []bool
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		trace := httptrace.ContextClientTrace(req.Context())
+		watched = append(watched, trace != nil && trace.GotConn != nil)
+		if trace != nil && trace.GotConn != nil && gotConns.Load() {
+			trace.GotConn(httptrace.GotConnInfo{})
+		}
+		return &http.Response{StatusCode: 200, ProtoMajor: 1, Body: http.NoBody, Header: http.Header{}, Request: req}, nil
+	})
+	tr := New(base)
+	get := func(host string) bool {
+		t.Helper()
+		resp, err := tr.RoundTrip(mustReq(t, "http://"+host+"/"))
+		require.NoError(t, err)
+		drain(resp)
+		return watched[len(watched)-1]
+	}
+	for i := range connlessTrust {
+		assert.True(t, get(fmt.Sprintf("h%d.test", i)), "host %d: its first request is not watched", i)
+	}
+	assert.False(t, get("next.test"), "a new host's first request is watched after %d connless hosts", connlessTrust)
+	assert.False(t, get("h0.test"), "a host known to be connless is watched")
+
+	// A host whose answers come through net/http: the recheck of one
+	// departure in connsRecheck finds it, and new hosts are watched again.
+	gotConns.Store(true)
+	for i := 1; i <= connsRecheck; i++ {
+		get("net.test")
+	}
+	assert.True(t, watched[len(watched)-1], "the recheck did not watch")
+	assert.True(t, get("new.test"), "a new host after an answer through net/http is not watched")
 }
 
 // replayRT plays net/http's part in virtual time: each try of a request
