@@ -87,8 +87,8 @@ const connsRecheck = 1024
 // connlessTrust is how many hosts in a row must answer with no GotConn
 // before a host not known yet goes unwatched too: the Transport's base is
 // not net/http's (a stub, a cache), and a watch would cost each new host's
-// first request four allocations for nothing. An answer through net/http
-// over either protocol watches new hosts again.
+// first request four allocations for nothing. Any answer through net/http
+// (a watched request of a host it carries) watches new hosts again.
 const connlessTrust = 8
 
 // watchConns reports whether attempt seq of k gets a connWatch.
@@ -192,9 +192,11 @@ func (w *connWatch) finish(resp *http.Response, err error) (failed, stopped bool
 	h := &w.k.host.conns
 	n := w.got.Load()
 	if err == nil {
+		if n > 0 && w.k.env.connless.Load() != 0 {
+			w.k.env.connless.Store(0) // an answer through net/http: watch new hosts
+		}
 		switch c := h.Load(); {
 		case resp.ProtoMajor == 2:
-			w.k.env.connless.Store(0)
 			if c != connsHTTP2 {
 				w.k.setConns(h, connsHTTP2)
 			}
@@ -204,7 +206,6 @@ func (w *connWatch) finish(resp *http.Response, err error) (failed, stopped bool
 				w.k.setConns(h, connsNone)
 			}
 		case c == connsUnknown || c == connsNone:
-			w.k.env.connless.Store(0)
 			w.k.setConns(h, connsHTTP1)
 		}
 	}

@@ -307,6 +307,17 @@ func TestNewHostsOfABaseThatIsNotNetHTTPAreNotWatched(t *testing.T) {
 	}
 	assert.True(t, watched[len(watched)-1], "the recheck did not watch")
 	assert.True(t, get("new.test"), "a new host after an answer through net/http is not watched")
+
+	// A base that mixes hosts: any answer through net/http, of a host
+	// known to be its, watches new hosts again.
+	gotConns.Store(false)
+	for i := range connlessTrust {
+		get(fmt.Sprintf("stub%d.test", i))
+	}
+	assert.False(t, get("stub-next.test"))
+	gotConns.Store(true)
+	assert.True(t, get("net.test"), "a host known to answer through net/http is not watched")
+	assert.True(t, get("new2.test"), "a new host after an answer through net/http is not watched")
 }
 
 // replayRT plays net/http's part in virtual time: each try of a request
