@@ -182,7 +182,7 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front, early bool, u
 			if k.pacer.pauseUntil <= now && k.pacer.buckets.TakeNow(now, cost) {
 				k.takePlain(now, dep)
 				if early {
-					dep.began = k.depart(now) // see sending
+					dep.began = k.depart(1, now) // see sending
 				} else {
 					k.pending.Add(1)
 				}

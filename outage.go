@@ -321,31 +321,18 @@ func (k *keyState) silence() uint64 { return k.pending.Load() >> unseenBits }
 // silent reports whether a silence of k has begun.
 func (k *keyState) silent() bool { return k.pending.Load() > unseenMask }
 
-// depart counts a departure that is sent at now, and begins a silence at
-// now, unless one has begun: it reports whether it did.
-func (k *keyState) depart(now int64) bool {
+// depart counts n departures (0 or 1) that are sent at t, and begins a
+// silence at t, unless one has begun: it reports whether it did.
+func (k *keyState) depart(n uint64, t int64) bool {
 	for {
 		u := k.pending.Load()
-		v := u + 1
-		if u <= unseenMask {
-			v |= silenceAt(now) << unseenBits
+		began := u <= unseenMask
+		v := u + n
+		if began {
+			v |= silenceAt(t) << unseenBits
 		}
-		if k.pending.CompareAndSwap(u, v) {
-			return u <= unseenMask
-		}
-	}
-}
-
-// beginSilence begins a silence at t, unless one has begun: it reports
-// whether it did.
-func (k *keyState) beginSilence(t int64) bool {
-	for {
-		u := k.pending.Load()
-		if u > unseenMask {
-			return false
-		}
-		if k.pending.CompareAndSwap(u, u|silenceAt(t)<<unseenBits) {
-			return true
+		if v == u || k.pending.CompareAndSwap(u, v) {
+			return began
 		}
 	}
 }
@@ -431,7 +418,7 @@ func (k *keyState) sending(dep *departure, direct bool) {
 			dep.sent = max(dep.sent, k.env.now())
 		}
 		// A silence begins, unless an earlier send is still unanswered.
-		began = !k.silent() && k.beginSilence(dep.sent)
+		began = k.depart(0, dep.sent)
 	}
 	if o := &k.out; began && o.stall != nil {
 		if lat := o.latency.Load(); lat != 0 {

@@ -792,11 +792,11 @@ func TestASilenceIsReadBackNeverLate(t *testing.T) {
 // departure that was not sent ends it only when nothing is left out.
 func TestPendingCountsDeparturesAndTheSilence(t *testing.T) {
 	var k keyState
-	if !k.depart(5000) || k.unseenN() != 1 || !k.silent() {
+	if !k.depart(1, 5000) || k.unseenN() != 1 || !k.silent() {
 		t.Fatalf("first departure: pending %#x", k.pending.Load())
 	}
 	mark := k.silence()
-	if k.depart(9000) || k.unseenN() != 2 || k.silence() != mark {
+	if k.depart(1, 9000) || k.unseenN() != 2 || k.silence() != mark {
 		t.Fatalf("second departure moved the silence: pending %#x", k.pending.Load())
 	}
 	if k.withdraw(); k.unseenN() != 1 || k.silence() != mark {
@@ -806,13 +806,13 @@ func TestPendingCountsDeparturesAndTheSilence(t *testing.T) {
 	if k.seen(); k.unseenN() != 1 || k.silent() {
 		t.Fatalf("an answer left the silence: pending %#x", k.pending.Load())
 	}
-	if !k.beginSilence(20000) || k.beginSilence(30000) || silenceStart(k.silence(), 30000) > 20000 {
-		t.Fatalf("beginSilence: pending %#x", k.pending.Load())
+	if !k.depart(0, 20000) || k.depart(0, 30000) || silenceStart(k.silence(), 30000) > 20000 {
+		t.Fatalf("a silence begun alone: pending %#x", k.pending.Load())
 	}
 	if k.endSilence(); k.silent() || k.unseenN() != 1 {
 		t.Fatalf("endSilence: pending %#x", k.pending.Load())
 	}
-	k.beginSilence(40000)
+	k.depart(0, 40000)
 	if k.withdraw(); k.pending.Load() != 0 {
 		t.Fatalf("the last withdrawal left pending %#x", k.pending.Load())
 	}
