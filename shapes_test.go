@@ -43,8 +43,8 @@ func published(sh fakeserver.Shape) headway.Limit {
 // handed back throttled is sent again by its worker, so that every one
 // gets through.
 func runShape(tb testing.TB, sh fakeserver.Shape, srv *fakeserver.Server, base http.RoundTripper, url string, n, workers int, opts ...headway.Option) shapeResult {
-	thr := &windowThrottles{base: base}
-	client := &http.Client{Transport: headway.New(thr, opts...)}
+	obs := fakeserver.NewObserver(srv, base)
+	client := &http.Client{Transport: headway.New(obs, opts...)}
 	paths := sh.Paths
 	if len(paths) == 0 {
 		paths = []string{"/items"}
@@ -78,54 +78,15 @@ func runShape(tb testing.TB, sh fakeserver.Shape, srv *fakeserver.Server, base h
 	wg.Wait()
 	client.CloseIdleConnections()
 	st := srv.Stats()
-	r := shapeResult{workers: workers, elapsed: last.Sub(start), throttled: st.Rejected, early: st.Early, ignored: st.Ignored}
+	// In virtual time a rejection is read as it leaves the server: the
+	// server's count of requests sent after it left and the Observer's of
+	// those sent after it was read agree, but the Observer sees only the
+	// waits of a server that tells them.
+	r := shapeResult{workers: workers, elapsed: last.Sub(start), throttled: st.Rejected, early: st.Early,
+		ignored: max(st.Ignored, obs.Known())}
 	r.efficiency = sh.Least(n, start).Seconds() / r.elapsed.Seconds()
-	r.worst = thr.worst(sh.Config, start)
+	r.worst = obs.WorstWindow(start)
 	return r
-}
-
-// windowThrottles records when each throttled request left (the fake
-// server decides as a request arrives).
-type windowThrottles struct {
-	base http.RoundTripper
-	mu   sync.Mutex
-	at   []time.Time
-}
-
-func (w *windowThrottles) RoundTrip(req *http.Request) (*http.Response, error) {
-	at := time.Now()
-	resp, err := w.base.RoundTrip(req)
-	if err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusForbidden) {
-		w.mu.Lock()
-		w.at = append(w.at, at)
-		w.mu.Unlock()
-	}
-	return resp, err
-}
-
-// worst returns the most throttles in one of cfg's fixed windows after the
-// one that holds start; for a server that counts no fixed windows, in one
-// second after the first.
-func (w *windowThrottles) worst(cfg fakeserver.Config, start time.Time) int {
-	win := cfg.Window
-	if cfg.Algorithm != fakeserver.FixedWindow {
-		win = time.Second
-	}
-	if g := cfg.Global; g.Limit > 0 && g.Algorithm == fakeserver.FixedWindow && g.Window < win {
-		win = g.Window
-	}
-	index := func(t time.Time) int64 { return t.Add(cfg.ClockSkew).UnixNano() / int64(win) }
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	counts := map[int64]int{}
-	most := 0
-	for _, at := range w.at {
-		if i := index(at); i > index(start) {
-			counts[i]++
-			most = max(most, counts[i])
-		}
-	}
-	return most
 }
 
 // shapeCase is a shape with its targets: efficiency at least minEff, at

@@ -23,9 +23,18 @@ type ShapeResult struct {
 	Elapsed    time.Duration // from the first request to the last answer
 	Efficiency float64       // the shape's least time for N over Elapsed
 	Throttled  int64         // throttled responses the server sent
-	Early      int64         // requests sent inside a wait the server announced
-	Ignored    int64         // of them, those that left after the announcement came
-	Failed     int64         // requests that never got a 200 (errors)
+	Early      int64         // requests that reached the server inside a wait it had announced
+	Ignored    int64         // of them, those that reached it after the announcement left it
+	// Known is the number of requests headway sent (handed to its base)
+	// inside a wait after the rejection that named it had reached headway:
+	// what a client can be held to. Ignored counts from when the rejection
+	// left the server instead, and on a loaded machine the client reads it
+	// later (see fakeserver.Observer).
+	Known int64
+	// Worst is the most throttles in one window after the first (the
+	// server's fixed windows, or seconds; fakeserver.Observer.WorstWindow).
+	Worst  int
+	Failed int64 // requests that never got a 200 (errors)
 }
 
 // RunShape starts sh's server on loopback and sends n GETs to its paths in
@@ -47,7 +56,8 @@ func RunShape(sh fakeserver.Shape, n, workers int, limited bool) (ShapeResult, e
 		p := sh.Published
 		opts = append(opts, headway.WithLimit(headway.Per(p.Count, p.Period).WithBurst(p.Burst)))
 	}
-	client := &http.Client{Transport: headway.New(base, opts...)}
+	obs := fakeserver.NewObserver(fs.Server, base)
+	client := &http.Client{Transport: headway.New(obs, opts...)}
 	paths := sh.Paths
 	if len(paths) == 0 {
 		paths = []string{"/items"}
@@ -81,7 +91,8 @@ func RunShape(sh fakeserver.Shape, n, workers int, limited bool) (ShapeResult, e
 	wg.Wait()
 	st := fs.Server.Stats()
 	r := ShapeResult{Shape: sh, Workers: workers, Limited: limited, N: n, Elapsed: last.Sub(start),
-		Throttled: st.Rejected, Early: st.Early, Ignored: st.Ignored, Failed: failed.Load()}
+		Throttled: st.Rejected, Early: st.Early, Ignored: st.Ignored, Known: obs.Known(), Worst: obs.WorstWindow(start),
+		Failed: failed.Load()}
 	r.Efficiency = sh.Least(n, start).Seconds() / r.Elapsed.Seconds()
 	return r, nil
 }
@@ -139,8 +150,8 @@ func ShapeTable(results []ShapeResult) string {
 		return a.workers < b.workers
 	})
 	var b strings.Builder
-	b.WriteString("| server | workers | client limit | efficiency | throttled | sent inside an announced wait | requests |\n")
-	b.WriteString("|---|--:|---|---|---|---|--:|\n")
+	b.WriteString("| server | workers | client limit | efficiency | throttled | most in a window after the first | sent inside a known wait | requests |\n")
+	b.WriteString("|---|--:|---|---|---|---|---|--:|\n")
 	for i, k := range rows {
 		rs := byRow[k]
 		name := "`" + k.name + "`"
@@ -152,14 +163,15 @@ func ShapeTable(results []ShapeResult) string {
 			p := rs[0].Shape.Published
 			lim = fmt.Sprintf("%d per %v, burst %d", p.Count, p.Period, p.Burst)
 		}
-		var eff, thr, early []string
+		var eff, thr, worst, known []string
 		for _, r := range rs {
 			eff = append(eff, fmt.Sprintf("%.3f", r.Efficiency))
 			thr = append(thr, fmt.Sprint(r.Throttled))
-			early = append(early, fmt.Sprint(r.Early))
+			worst = append(worst, fmt.Sprint(r.Worst))
+			known = append(known, fmt.Sprint(r.Known))
 		}
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %d |\n", name, k.workers, lim,
-			strings.Join(eff, " / "), strings.Join(thr, " / "), strings.Join(early, " / "), rs[0].N)
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %d |\n", name, k.workers, lim,
+			strings.Join(eff, " / "), strings.Join(thr, " / "), strings.Join(worst, " / "), strings.Join(known, " / "), rs[0].N)
 	}
 	return b.String()
 }

@@ -75,8 +75,10 @@ func TestShapes(t *testing.T) {
 				return
 			}
 			results[i] = r
-			t.Logf("%s/n=%d/%d/limit=%v: efficiency %.3f (%v), %d throttled, %d early (%d after the wait was known), %d failed",
-				j.sh.Name, j.n, j.workers, j.limited, r.Efficiency, r.Elapsed.Round(time.Millisecond), r.Throttled, r.Early, r.Ignored, r.Failed)
+			t.Logf("%s/n=%d/%d/limit=%v: efficiency %.3f (%v), %d throttled (at most %d a window after the first), "+
+				"%d reached the server inside an announced wait (%d after it left), %d sent after headway had it, %d failed",
+				j.sh.Name, j.n, j.workers, j.limited, r.Efficiency, r.Elapsed.Round(time.Millisecond), r.Throttled, r.Worst,
+				r.Early, r.Ignored, r.Known, r.Failed)
 		})
 	}
 	wg.Wait()

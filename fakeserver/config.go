@@ -69,6 +69,9 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 // Config.StatsPath says otherwise.
 const DefaultStatsPath = "/_stats"
 
+// WaitHeader is the header Config.TellWaits adds.
+const WaitHeader = "Fakeserver-Wait-Until"
+
 // Config describes a Server. The zero value is a valid configuration: one
 // global token bucket of 50 requests per second with a burst of 1, answering
 // 429 with Retry-After in whole seconds.
@@ -137,6 +140,16 @@ type Config struct {
 	// Requests to it are neither limited nor counted. Empty means
 	// DefaultStatsPath, "/_stats".
 	StatsPath string
+
+	// TellWaits adds the header WaitHeader to every rejection that names
+	// a wait (a Retry-After, or a quota said to be spent and when it comes
+	// back): the instant the request's key was told to wait until, as
+	// Unix nanoseconds of the server's own clock less ClockSkew (the clock
+	// Config.Now reads), followed by "; global" when the wait is the
+	// token's (Config.Global). A harness in the client's process reads it
+	// to tell whether the client sent a request inside a wait it had
+	// already been told of (see bench.RunShape); clients ignore it.
+	TellWaits bool
 
 	// Faults adds failures to the responses. The zero value adds none.
 	Faults Faults

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -199,6 +200,13 @@ func (s *Server) decide(now time.Time, key, token string, h http.Header) verdict
 		// Said (a Retry-After, or what is left and when it comes back),
 		// once the response leaves.
 		c.heard(t+int64(v.delay), t+int64(wait))
+		if s.cfg.TellWaits {
+			tell := strconv.FormatInt(t+int64(wait), 10)
+			if st.Global {
+				tell += "; global"
+			}
+			h.Set(WaitHeader, tell)
+		}
 	}
 	v.kind, v.status, v.body = verdictRespond, rej.Status, rej.Body
 	return v

@@ -53,6 +53,31 @@ func TestServerEarly(t *testing.T) {
 	assert.Equal(t, Stats{Total: 6, Admitted: 4, Rejected: 2, Early: 3, Ignored: 3}, s.Stats())
 }
 
+// TellWaits names, on each rejection that names a wait, when the key's (or
+// the token's) wait ends, on the real clock; a bare 429 names none.
+func TestServerTellsWaits(t *testing.T) {
+	clk := newClock()
+	s := New(Config{Limit: 1, Window: 2 * time.Second, Algorithm: FixedWindow, ClockSkew: 30 * time.Second,
+		Dialect: RetryAfterDate{}, TellWaits: true, Now: clk.Now,
+		Global: GlobalLimit{Limit: 3, Window: 10 * time.Second, Algorithm: FixedWindow}, Key: func(r *http.Request) string { return r.URL.Path }})
+	clk.Advance(500 * time.Millisecond)
+	require.Equal(t, http.StatusOK, get(s, "/a").StatusCode)
+	assert.Empty(t, get(s, "/b").Header.Get(WaitHeader)) // admitted
+	resp := get(s, "/a")
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	// The window began on the server's even second: it ends at t0+2s.
+	assert.Equal(t, strconv.FormatInt(t0.Add(2*time.Second).UnixNano(), 10), resp.Header.Get(WaitHeader))
+	resp = get(s, "/c")
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	assert.Equal(t, strconv.FormatInt(t0.Add(10*time.Second).UnixNano(), 10)+"; global", resp.Header.Get(WaitHeader))
+
+	bare := New(Config{Limit: 1, Dialect: Bare{}, TellWaits: true, Now: clk.Now})
+	get(bare, "/")
+	resp = get(bare, "/")
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	assert.Empty(t, resp.Header.Get(WaitHeader))
+}
+
 // A request that arrives inside an announced wait is ignored only once the
 // response that announced it has left: one already on its way when the
 // server decided could not know. A bare 429 names no wait: nothing is

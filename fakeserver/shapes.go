@@ -35,11 +35,12 @@ type Shape struct {
 	Paths []string
 }
 
-// shapeFaults is the latency of every shape.
+// shapeFaults is the latency of every shape. Every shape also tells its
+// waits (Config.TellWaits), for an Observer.
 var shapeFaults = Faults{Latency: 20 * time.Millisecond, Jitter: 5 * time.Millisecond, Seed: 1}
 
 func shape(name, says string, cfg Config, rate float64, burst, count int, period time.Duration, pburst int) Shape {
-	cfg.Faults = shapeFaults
+	cfg.Faults, cfg.TellWaits = shapeFaults, true
 	s := Shape{Name: name, Says: says, Config: cfg, Rate: rate, Burst: burst}
 	s.Published.Count, s.Published.Period, s.Published.Burst = count, period, pburst
 	return s
@@ -77,12 +78,12 @@ func SparseShapes() []Shape {
 			// Requests go to six routes in turn: two of them share a bucket,
 			// which admits 5 of every 6 requests a second: 15/s in all.
 			Name: "discord-routes", Says: "per-route fixed windows of 5 per 1 s over six routes, two of them in one bucket; Reset-After and Bucket",
-			Config: Config{Algorithm: FixedWindow, Limit: 5, Window: time.Second, Key: byRoute, Dialect: Discord{}, Faults: shapeFaults},
+			Config: Config{Algorithm: FixedWindow, Limit: 5, Window: time.Second, Key: byRoute, Dialect: Discord{}, Faults: shapeFaults, TellWaits: true},
 			Rate:   15, Burst: 15, Paths: paths,
 		},
 		{
 			Name: "discord-routes-global", Says: "the same under a global window of 10 per 1 s (X-RateLimit-Global)",
-			Config: Config{Algorithm: FixedWindow, Limit: 5, Window: time.Second, Key: byRoute, Dialect: Discord{}, Faults: shapeFaults,
+			Config: Config{Algorithm: FixedWindow, Limit: 5, Window: time.Second, Key: byRoute, Dialect: Discord{}, Faults: shapeFaults, TellWaits: true,
 				Global: GlobalLimit{Algorithm: FixedWindow, Limit: 10, Window: time.Second}},
 			Rate: 10, Burst: 10, Paths: paths,
 		},

@@ -1,0 +1,139 @@
+package fakeserver
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Observer watches a client from its side of the wire: it is an
+// http.RoundTripper to put under the client being tested (as its base),
+// over the transport that reaches a Server. It notes when each throttled
+// request left, and counts the requests the client sent inside a wait it
+// had already been told of: a rejection's wait is known from the moment the
+// Observer hands the rejection back to the client, which is when the
+// client could first read it. The Server must set Config.TellWaits, so that
+// its rejections say when their waits end (WaitHeader).
+//
+// Stats.Ignored counts from when a rejection left the server instead: on
+// a loaded machine the client may read it milliseconds later, and requests
+// it let go in between were sent before it knew. An Observer tells the two
+// apart. It is safe for concurrent use.
+type Observer struct {
+	base     http.RoundTripper
+	cfg      Config
+	mu       sync.Mutex
+	waits    map[string]int64 // "k" or "t" and a key or token: when its known wait ends, Unix ns
+	known    int64
+	throttle []time.Time // when each throttled request left
+}
+
+// NewObserver returns an Observer of the requests base sends to s.
+func NewObserver(s *Server, base http.RoundTripper) *Observer {
+	return &Observer{base: base, cfg: s.Config(), waits: make(map[string]int64)}
+}
+
+// RoundTrip sends req through the Observer's base, noting what it learns.
+func (o *Observer) RoundTrip(req *http.Request) (*http.Response, error) {
+	key, token := o.scopes(req)
+	at := o.cfg.Now()
+	o.mu.Lock()
+	if t := at.UnixNano(); t < o.waits[key] || t < o.waits[token] {
+		o.known++
+	}
+	o.mu.Unlock()
+	resp, err := o.base.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	until, global, said := parseWait(resp.Header.Get(WaitHeader))
+	rejected := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusForbidden
+	if !rejected && !said {
+		return resp, nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if rejected {
+		o.throttle = append(o.throttle, at)
+	}
+	if said {
+		scope := key
+		if global {
+			scope = token
+		}
+		o.waits[scope] = max(o.waits[scope], until)
+	}
+	return resp, nil
+}
+
+// scopes returns the names of req's key and token in o.waits.
+func (o *Observer) scopes(req *http.Request) (key, token string) {
+	key, token = "k", "t"
+	if o.cfg.Key != nil {
+		key += o.cfg.Key(req)
+	}
+	if o.cfg.Global.Key != nil {
+		token += o.cfg.Global.Key(req)
+	}
+	return key, token
+}
+
+// parseWait reads a WaitHeader value: "<unix ns>" or "<unix ns>; global".
+func parseWait(v string) (until int64, global, ok bool) {
+	if v == "" {
+		return 0, false, false
+	}
+	v, global = strings.CutSuffix(v, "; global")
+	until, err := strconv.ParseInt(v, 10, 64)
+	return until, global, err == nil
+}
+
+// Known returns the number of requests sent inside a wait the client had
+// been told of: after the rejection that named it had reached the client,
+// before the instant it named. A client that obeys what it reads keeps it
+// at zero.
+func (o *Observer) Known() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.known
+}
+
+// Throttled returns the number of throttled answers (429, or a 403 such as
+// GitHub's) the client received.
+func (o *Observer) Throttled() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.throttle)
+}
+
+// WorstWindow returns the most throttled requests that left in one window
+// after the one holding start: the server's fixed windows (on its clock,
+// ClockSkew included; a Global fixed window's, if shorter), or seconds for
+// a server that counts no fixed windows. A client that has learned the
+// server's limit is throttled at most once a window.
+func (o *Observer) WorstWindow(start time.Time) int {
+	win := o.cfg.Window
+	if o.cfg.Algorithm != FixedWindow {
+		win = time.Second
+	}
+	if g := o.cfg.Global; g.Limit > 0 && g.Algorithm == FixedWindow && g.Window < win {
+		win = g.Window
+	}
+	index := func(t time.Time) int64 {
+		ns := t.Add(o.cfg.ClockSkew).UnixNano()
+		return (ns - floorMod(ns, int64(win))) / int64(win)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	counts := map[int64]int{}
+	most := 0
+	for _, at := range o.throttle {
+		if i := index(at); i > index(start) {
+			counts[i]++
+			most = max(most, counts[i])
+		}
+	}
+	return most
+}
