@@ -45,23 +45,67 @@ type dateSampling struct {
 // ends well enough), and the clock offset is not yet known to
 // datesEnough.
 func (k *keyState) dateSample(d int64, m *serverModel) int64 {
-	s := &k.sample
 	if l := m.level(d); !m.window || !m.secondReset || m.rate != 0 || m.resetAt <= d || l > sampleSlots || l < 1 || float64(k.queue.n)+m.pending() <= l {
-		s.at = 0
+		k.sample.at = 0
 		return d
 	}
+	// The reset is the latest instant the window may end (the lowest
+	// offset, the stated second): it may end as much as the second it is
+	// rounded to before.
+	return k.sampleBefore(d, m.resetAt-int64(time.Second), datesEnough)
+}
+
+// windowSample is dateSample for a window learned from throttles whose
+// waits end at Retry-After dates (see learnedWindow): its end is such a
+// date, read with the lowest offset the bounds allow, and a date says to
+// the second where the boundary is.
+//
+// A sample is held only while more requests wait, or are out and may
+// come back for more, than the window has left: the ones after it would
+// wait for the next window anyway. A batch's last requests are not held
+// for long: the answer to the last of the others lets them go (dispatch
+// runs while that answer is still counted as out, hence the one more).
+func (k *keyState) windowSample(d int64) int64 {
+	w := &k.window
+	if !w.dated || d >= w.end || w.left > sampleSlots || w.left < 1 || float64(k.queue.n)+float64(k.unseenN()) <= w.left+1 {
+		k.sample.at = 0
+	} else {
+		d = k.sampleBefore(d, w.end, windowDatesEnough)
+	}
+	// Answers dispatch while a sample is held (see answered).
+	if held := k.sample.at != 0; k.sampling.Load() != held {
+		k.sampling.Store(held)
+	}
+	return d
+}
+
+// windowDatesEnough is the width of the offset's bounds past which a
+// learned window takes no more samples: a window is entered late by that
+// much at most (by the offset's error, which is under the width). Each
+// sample halves the width and holds a request up to a second within its
+// window: it costs nothing while the requests after it wait for the next
+// window, but the last window of a batch ends that much later. From a
+// second's width, two samples (two windows) reach a quarter of a second;
+// four would reach 62 ms.
+const windowDatesEnough = 250 * time.Millisecond
+
+// sampleBefore returns when a request that may leave at d should leave to
+// sample the server's clock, in a window whose end, read with the lowest
+// offset the bounds allow, is at the latest end, while the bounds are
+// wider than enough.
+func (k *keyState) sampleBefore(d, end int64, enough time.Duration) int64 {
+	s := &k.sample
 	lo, hi, ok := k.host.offsetBounds()
-	if !ok || hi-lo <= datesEnough {
+	if !ok || hi-lo <= enough {
 		s.at = 0
 		return d
 	}
 	if s.at > 0 && s.sec > s.done {
 		return max(d, s.at) // the plan stands until the sample leaves (see sampled)
 	}
-	// The earliest instant the window may end: the reset is the latest
-	// one (the lowest offset, the stated second), so less the width of
-	// the offset's bounds and the second the reset is rounded to.
-	end := m.resetAt - int64(hi-lo) - int64(time.Second)
+	// The earliest instant the window may end: less the width of the
+	// offset's bounds.
+	end -= int64(hi - lo)
 	mid := lo + (hi-lo)/2
 	srv := k.env.wall(d).UnixNano() + int64(mid)
 	sec := srv/int64(time.Second) + 1

@@ -78,6 +78,7 @@ type keyState struct {
 	// a silence each change both at once.
 	pending  atomic.Uint64
 	learning atomic.Bool // the window counts answers that say nothing (see answered)
+	sampling atomic.Bool // a request is held to read the server's clock (see windowSample)
 	probing  atomic.Bool // no response has come yet
 	// striking: strikes is not nil, read without the lock.
 	striking atomic.Bool
@@ -286,7 +287,14 @@ func (k *keyState) earliestFor(now, n, cost int64, route string, own bool) int64
 		d = k.scope.earliest(d)
 	}
 	if k.window.on {
-		d = max(d, k.window.earliest(d))
+		if k.window.dated {
+			// Its ends are instants on the server's clock: they move with
+			// the estimate of its offset, which Dates narrow.
+			if off, ok := k.host.clockOffset(); ok {
+				k.window.reclock(int64(off))
+			}
+		}
+		d = k.windowSample(max(d, k.window.earliest(d)))
 	} else if k.aimd.active && !k.aimd.freeFor(n, d) {
 		d = k.aimdB.Earliest(d, n, cost)
 	}
@@ -859,7 +867,7 @@ func (k *keyState) endProbeNow() {
 // window is being learned, it counts in what its cycle let through; the
 // first answer of a route, or one its scope counts, is noted too.
 func (k *keyState) answered(dep *departure) {
-	if k.learning.Load() || dep.probeRoute != "" || dep.scopeSeq != 0 {
+	if k.learning.Load() || k.sampling.Load() || dep.probeRoute != "" || dep.scopeSeq != 0 {
 		k.answeredNow(dep)
 	}
 }
@@ -872,6 +880,9 @@ func (k *keyState) answeredNow(dep *departure) {
 	k.scope.answered(dep.scopeSeq, now-dep.sent, now)
 	k.align(now)
 	k.routeDone(now, *dep, true)
+	if k.sample.at != 0 {
+		k.dispatch(now) // the held sample may go now (see windowSample)
+	}
 	k.mu.Unlock()
 }
 

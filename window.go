@@ -60,8 +60,10 @@ type learnedWindow struct {
 	b     *windowBounds
 	first float64 // what the first cycle let through; 0 until counted
 	// offset is the server's clock less ours that the ends were read with,
-	// when they are instants on the server's clock (Retry-After dates).
+	// when they are instants on the server's clock (Retry-After dates):
+	// then dated is set, and the ends move as the estimate does.
 	offset int64
+	dated  bool
 
 	agree   int32 // cycles of the shortest length that agreed on its quota
 	counted bool  // the cycle ending at curEnd is counted
@@ -116,6 +118,7 @@ type readClock struct {
 // would be that much off (a window of 2 s seen as 1.58 s, which no later
 // cycle agrees with).
 func (w *learnedWindow) reclock(off int64) {
+	w.dated = true
 	if d := off - w.offset; d != 0 {
 		for _, e := range []*int64{&w.prevEnd, &w.curEnd, &w.end} {
 			if *e != 0 {
