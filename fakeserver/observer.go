@@ -27,7 +27,14 @@ type Observer struct {
 	mu       sync.Mutex
 	waits    map[string]int64 // "k" or "t" and a key or token: when its known wait ends, Unix ns
 	known    int64
-	throttle []time.Time // when each throttled request left
+	throttle []throttle
+}
+
+// throttle is a throttled request: when it left, and the scope of o.waits
+// it was throttled in (its key's, or its token's for a global limit).
+type throttle struct {
+	at    time.Time
+	scope string
 }
 
 // NewObserver returns an Observer of the requests base sends to s.
@@ -55,14 +62,14 @@ func (o *Observer) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	scope := key
+	if global {
+		scope = token
+	}
 	if rejected {
-		o.throttle = append(o.throttle, at)
+		o.throttle = append(o.throttle, throttle{at, scope})
 	}
 	if said {
-		scope := key
-		if global {
-			scope = token
-		}
 		o.waits[scope] = max(o.waits[scope], until)
 	}
 	return resp, nil
@@ -108,31 +115,38 @@ func (o *Observer) Throttled() int {
 	return len(o.throttle)
 }
 
-// WorstWindow returns the most throttled requests that left in one window
-// after the one holding start: the server's fixed windows (on its clock,
-// ClockSkew included; a Global fixed window's, if shorter), or seconds for
-// a server that counts no fixed windows. A client that has learned the
-// server's limit is throttled at most once a window.
+// WorstWindow returns the most throttled requests of one key (or, for a
+// Global limit, one token) that left in one window after the first: the
+// server's fixed windows (on its clock, ClockSkew
+// included; a Global fixed window's, if shorter), after the one holding
+// start; for a server that counts no fixed windows, seconds from start.
+// A client that has learned the server's limit is throttled at most once
+// a window.
 func (o *Observer) WorstWindow(start time.Time) int {
-	win := o.cfg.Window
+	win, origin := o.cfg.Window, int64(0)
 	if o.cfg.Algorithm != FixedWindow {
-		win = time.Second
+		win, origin = time.Second, start.Add(o.cfg.ClockSkew).UnixNano()
 	}
-	if g := o.cfg.Global; g.Limit > 0 && g.Algorithm == FixedWindow && g.Window < win {
-		win = g.Window
+	if g := o.cfg.Global; g.Limit > 0 && g.Algorithm == FixedWindow && (g.Window < win || origin != 0) {
+		win, origin = g.Window, 0
 	}
 	index := func(t time.Time) int64 {
-		ns := t.Add(o.cfg.ClockSkew).UnixNano()
+		ns := t.Add(o.cfg.ClockSkew).UnixNano() - origin
 		return (ns - floorMod(ns, int64(win))) / int64(win)
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	counts := map[int64]int{}
+	type cell struct {
+		scope  string
+		window int64
+	}
+	counts := map[cell]int{}
 	most := 0
-	for _, at := range o.throttle {
-		if i := index(at); i > index(start) {
-			counts[i]++
-			most = max(most, counts[i])
+	for _, th := range o.throttle {
+		if i := index(th.at); i > index(start) {
+			c := cell{th.scope, i}
+			counts[c]++
+			most = max(most, counts[c])
 		}
 	}
 	return most

@@ -41,8 +41,27 @@ func TestObserverCountsOnlyWaitsTheClientHadRead(t *testing.T) {
 	require.Equal(t, http.StatusTooManyRequests, send("/d")) // /d inside the token's wait
 	assert.Equal(t, int64(2), o.Known())
 	assert.Equal(t, 4, o.Throttled())
-	// Two throttles left in [0, 2s), the window that holds the start, and
-	// two in [2s, 4s).
+	// Two throttles of /a left in [0, 2s), the window that holds the
+	// start, and two of the token in [2s, 4s).
 	assert.Equal(t, 2, o.WorstWindow(t0))
 	assert.Equal(t, 0, o.WorstWindow(t0.Add(2*time.Second)))
+}
+
+// WorstWindow counts each key's throttles apart: two routes throttled
+// once each in a window make one a window.
+func TestObserverCountsThrottlesByKey(t *testing.T) {
+	clk := newClock()
+	s := New(Config{Algorithm: FixedWindow, Limit: 1, Window: 2 * time.Second, Dialect: RetryAfterDate{},
+		TellWaits: true, Now: clk.Now, Key: func(r *http.Request) string { return r.URL.Path }})
+	o := NewObserver(s, s.Transport())
+	clk.Advance(2500 * time.Millisecond)
+	for _, path := range []string{"/a", "/b", "/a", "/b"} {
+		req, err := http.NewRequest(http.MethodGet, "http://api.test"+path, nil)
+		require.NoError(t, err)
+		resp, err := o.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	assert.Equal(t, 2, o.Throttled())
+	assert.Equal(t, 1, o.WorstWindow(t0))
 }
