@@ -84,7 +84,7 @@ func runShape(tb testing.TB, sh fakeserver.Shape, srv *fakeserver.Server, base h
 	// waits of a server that tells them.
 	r := shapeResult{workers: workers, elapsed: last.Sub(start), throttled: st.Rejected, early: st.Early,
 		ignored: max(st.Ignored, obs.Known())}
-	r.efficiency = sh.Least(n, start).Seconds() / r.elapsed.Seconds()
+	r.efficiency = sh.LeastFor(n, workers, start).Seconds() / r.elapsed.Seconds()
 	r.worst = obs.WorstWindow(start)
 	return r
 }

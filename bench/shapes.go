@@ -21,7 +21,7 @@ type ShapeResult struct {
 	Limited    bool // the published limit was configured
 	N          int
 	Elapsed    time.Duration // from the first request to the last answer
-	Efficiency float64       // the shape's least time for N over Elapsed
+	Efficiency float64       // the shape's least time for N with Workers (LeastFor) over Elapsed
 	Throttled  int64         // throttled responses the server sent
 	Early      int64         // requests that reached the server inside a wait it had announced
 	Ignored    int64         // of them, those that reached it after the announcement left it
@@ -93,7 +93,7 @@ func RunShape(sh fakeserver.Shape, n, workers int, limited bool) (ShapeResult, e
 	r := ShapeResult{Shape: sh, Workers: workers, Limited: limited, N: n, Elapsed: last.Sub(start),
 		Throttled: st.Rejected, Early: st.Early, Ignored: st.Ignored, Known: obs.Known(), Worst: obs.WorstWindow(start),
 		Failed: failed.Load()}
-	r.Efficiency = sh.Least(n, start).Seconds() / r.Elapsed.Seconds()
+	r.Efficiency = sh.LeastFor(n, workers, start).Seconds() / r.Elapsed.Seconds()
 	return r, nil
 }
 

@@ -144,3 +144,24 @@ func (s Shape) Least(n int, start time.Time) time.Duration {
 	}
 	return least
 }
+
+// LeastFor is Least for a client of workers goroutines, each sending a
+// request only once its last was answered, each answer taking at least
+// Config.Faults.Latency. Least takes the window that holds start to admit
+// its whole quota; begun near the window's end, those workers cannot get
+// it there (8 of them, 20 ms a request, 7 ms before the end: 8 of 20),
+// and the rest needs a window more. For a server of one fixed window
+// (Config.Key, Paths and Global leave one key), the first window then
+// counts what they can send before it ends; otherwise LeastFor is Least.
+func (s Shape) LeastFor(n, workers int, start time.Time) time.Duration {
+	cfg := s.Config.withDefaults()
+	lat := cfg.Faults.Latency
+	if cfg.Algorithm != FixedWindow || cfg.Global.Limit > 0 || len(s.Paths) > 1 || workers <= 0 || lat <= 0 || n <= cfg.Limit {
+		return s.Least(n, start)
+	}
+	w := cfg.Window
+	phase := time.Duration(floorMod(start.Add(cfg.ClockSkew).UnixNano(), int64(w)))
+	first := min(cfg.Limit, workers*(int((w-phase)/lat)+1))
+	windows := 1 + (n-first+cfg.Limit-1)/cfg.Limit
+	return time.Duration(windows-1)*w - phase
+}

@@ -121,3 +121,35 @@ func TestLeastCountsEachKeysWindows(t *testing.T) {
 		}
 	}
 }
+
+// TestLeastForCountsWhatWorkersCanSend checks that a run begun near the
+// end of a fixed window needs a window more when its workers cannot send
+// the window's quota before it ends.
+func TestLeastForCountsWhatWorkersCanSend(t *testing.T) {
+	var sh Shape // 20 per 2 s, 20 ms a request, a clock 30 s ahead
+	for _, s := range SparseShapes() {
+		if s.Name == "fixed-window-date-skewed" {
+			sh = s
+		}
+	}
+	at := func(phase time.Duration) time.Time { return time.Unix(1773144000, 0).Add(phase) } // on the server's clock too
+	for _, c := range []struct {
+		phase   time.Duration
+		workers int
+		want    time.Duration
+	}{
+		{1993 * time.Millisecond, 8, 14*time.Second - 1993*time.Millisecond},  // 8 in the first window: 8 windows
+		{1993 * time.Millisecond, 32, 12*time.Second - 1993*time.Millisecond}, // 20 of 32 in it: 7, as Least says
+		{1950 * time.Millisecond, 8, 12*time.Second - 1950*time.Millisecond},  // 8 × 3 ≥ 20
+		{1970 * time.Millisecond, 8, 14*time.Second - 1970*time.Millisecond},  // 8 × 2 < 20
+		{500 * time.Millisecond, 8, 12*time.Second - 500*time.Millisecond},    // time enough
+	} {
+		assert.Equal(t, c.want, sh.LeastFor(140, c.workers, at(c.phase)), "%v, %d workers", c.phase, c.workers)
+		if c.workers == 32 || c.phase == 500*time.Millisecond {
+			assert.Equal(t, sh.Least(140, at(c.phase)), sh.LeastFor(140, c.workers, at(c.phase)))
+		}
+	}
+	discord := SparseShapes()[2]
+	assert.Equal(t, "discord-routes", discord.Name)
+	assert.Equal(t, discord.Least(195, at(990*time.Millisecond)), discord.LeastFor(195, 8, at(990*time.Millisecond)), "several keys: Least")
+}
