@@ -115,3 +115,26 @@ func ExampleOutageShape() {
 	// true
 	// outage: 1
 }
+
+// An Observer under a client that retries a 429 at once: the first 429
+// could not be known when its request left; the retry was sent after it.
+func ExampleObserver() {
+	srv := fakeserver.New(fakeserver.Config{Limit: 1, Window: time.Minute, TellWaits: true})
+	obs := fakeserver.NewObserver(srv, srv.Transport())
+	client := &http.Client{Transport: obs}
+	for range 3 {
+		resp, err := client.Get("http://api.test/items")
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode)
+	}
+	fmt.Printf("throttled %d, sent inside a known wait %d\n", obs.Throttled(), obs.Known())
+	// Output:
+	// 200
+	// 429
+	// 429
+	// throttled 2, sent inside a known wait 1
+}
