@@ -22,6 +22,10 @@ import "time"
 // only while more requests wait than the window has left, so that the
 // requests after them would wait for the next window anyway: a sample
 // delays no request past the instant the last of the queue would leave.
+//
+// windowSample does the same for a window learned from the spacing of
+// throttles whose waits end at Retry-After dates (see learnedWindow),
+// which is entered when such a date comes on the same estimate.
 
 // sampleSlots is how many of a window's last requests may be held back to
 // read the server's clock.
@@ -126,5 +130,8 @@ func (k *keyState) sampleBefore(d, end int64, enough time.Duration) int64 {
 func (k *keyState) sampled(d int64) {
 	if s := &k.sample; s.at > 0 && d >= s.at {
 		s.done, s.at = s.sec, 0
+		if k.sampling.Load() {
+			k.sampling.Store(false)
+		}
 	}
 }

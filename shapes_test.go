@@ -347,6 +347,13 @@ func TestFixedWindowEnteredLate(t *testing.T) {
 // throttles what the first burst sent beyond its quota, and every later
 // one at most once (while the window is learned), with efficiency 0.95
 // and no request sent inside a wait the client knew of.
+//
+// The key spends each window at once, at the fraction of the server's
+// second it began at, and its Dates bounded the clock only to that
+// second: a run begun a quarter or 0.3 of a window in entered every
+// window up to that much late (0.952-0.973). Held requests that read the
+// clock just before its second turns (windowSample) narrow it: 0.971-0.998
+// at every phase. The test holds 0.96.
 func TestFixedWindowLearnedFromRetryAfterDates(t *testing.T) {
 	for _, c := range []struct {
 		limit  int
@@ -358,7 +365,7 @@ func TestFixedWindowLearnedFromRetryAfterDates(t *testing.T) {
 				Dialect: fakeserver.RetryAfterDate{}, Faults: fakeserver.Faults{Latency: 20 * time.Millisecond, Jitter: 5 * time.Millisecond, Seed: 1}},
 			Rate: float64(c.limit) / c.window.Seconds(), Burst: c.limit}
 		for _, workers := range []int{8, 32} {
-			for _, phase := range []time.Duration{0, c.window * 3 / 10, c.window * 7 / 10} {
+			for _, phase := range []time.Duration{0, c.window * 3 / 10, c.window / 4, c.window * 7 / 10} {
 				t.Run(fmt.Sprintf("%d-per-%v/%d/%v", c.limit, c.window, workers, phase), func(t *testing.T) {
 					synctest.Test(t, func(t *testing.T) {
 						time.Sleep(phase)
@@ -368,8 +375,8 @@ func TestFixedWindowLearnedFromRetryAfterDates(t *testing.T) {
 						if r.worst > 1 {
 							t.Errorf("%d throttles in a window after the first, want at most 1", r.worst)
 						}
-						if r.efficiency < 0.95 {
-							t.Errorf("efficiency %.3f, want at least 0.95", r.efficiency)
+						if r.efficiency < 0.96 {
+							t.Errorf("efficiency %.3f, want at least 0.96", r.efficiency)
 						}
 						if r.ignored != 0 {
 							t.Errorf("%d sent inside a wait the client knew of", r.ignored)
