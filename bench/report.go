@@ -86,8 +86,12 @@ func Report(results []Result, s Scenario, m Machine, took time.Duration) string 
 		p("headway alone against fake servers that bound the truth without stating it (a stated limit above the real burst, resets rounded to the second, ")
 		p("fixed windows on a skewed clock, route buckets under a global window, nothing but 429s), over **real loopback** in real time: ")
 		p("20 ms of latency plus 0 to 5 ms of jitter per response, 8 or 32 workers, a throttled request sent again by its worker until it gets through. ")
-		p("Efficiency is the least time the server allows for the requests (`fakeserver.Shape.Least`) over the time taken; ")
-		p("\"sent inside an announced wait\" is the server's `Stats.Early`. The servers (`fakeserver.RoundedShapes`, `fakeserver.SparseShapes`):\n\n")
+		p("Efficiency is the least time the server allows for the requests with that many workers (`fakeserver.Shape.LeastFor`) over the time taken; ")
+		p("\"most in a window after the first\" is the most throttles of one key in one of the server's fixed windows, or in a second from the start for a bucket, ")
+		p("after the first (`fakeserver.Observer.WorstWindow`); \"sent inside a known wait\" counts the requests headway handed to its base after a ")
+		p("rejection naming a wait had reached it and before that wait ended (`fakeserver.Observer.Known`). The retry-after-only row runs 80 s of work too: ")
+		p("a client that must learn an unstated rate while obeying whole-second waits reaches at most 12/13 of the least time in 12 s (see `bench.ShapeNs`). ")
+		p("The servers (`fakeserver.RoundedShapes`, `fakeserver.SparseShapes`):\n\n")
 		for _, sh := range append(fakeserver.RoundedShapes(), fakeserver.SparseShapes()...) {
 			p("- `%s`: %s.\n", sh.Name, sh.Says)
 		}
