@@ -1077,13 +1077,14 @@ func (a *aimd) measure(seq uint64, at, firstAt int64, ring []depRecord) (rate, k
 		rate = (n - a.c.n2) / (s - a.c.s2)
 		a.c.b0 = max(min(a.c.n2-rate*a.c.s2, a.c.b0+1), 1)
 		span := s - a.c.s2
+		full := false
 		if r, d := a.lastFull(ring, seq, at); r > rate {
 			// The cycle let the bucket overflow: what came through
 			// since it was last full measures the rate.
-			rate, span = r, d
+			rate, span, full = r, d, true
 		}
 		keep, k = fitKeep(rate, span, false)
-		return rate, keep, k, k == 0 && !a.overflows(rate, a.c.cycleAt, at, a.c.burstN)
+		return rate, keep, k, k == 0 && (full || !a.overflows(rate, a.c.cycleAt, at, a.c.burstN))
 	}
 	return 0, 0, 0, false
 }
