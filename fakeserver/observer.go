@@ -17,6 +17,11 @@ import (
 // client could first read it. The Server must set Config.TellWaits, so that
 // its rejections say when their waits end (WaitHeader).
 //
+// The count is a bound from above: a request the client let go before it
+// read the rejection, whose goroutine reaches the Observer a moment after
+// the rejection was handed back, counts too (microseconds after it, in a
+// burst of many workers on a loaded machine).
+//
 // Stats.Ignored counts from when a rejection left the server instead: on
 // a loaded machine the client may read it milliseconds later, and requests
 // it let go in between were sent before it knew. An Observer tells the two
