@@ -13,12 +13,15 @@ import (
 //   - prefixes X-RateLimit- (GitHub, Discord, Reddit, Atlassian, Linear,
 //     RapidAPI, and countless others), X-Rate-Limit- (Okta, Twitter/X),
 //     X-App-Limit- and X-User-Limit- (X's 24-hour limits), X-ReadRateLimit-
-//     (Strava's read limits); and Zendesk's bare X-Rate-Limit;
+//     (Strava's read limits); and Zendesk's bare X-Rate-Limit; and a
+//     vendor's name between X- and either (Sentry's X-Sentry-Rate-Limit-,
+//     Brevo's X-Sib-Ratelimit-), but HubSpot's, which its dialect reads;
 //   - fields Limit, Remaining, Reset (also spelt Reset-At, ResetAt,
 //     Reset-Time, ResetTime), Reset-After (Discord's precise delta,
 //     preferred to Reset), Reset-Ms (a delta or an epoch in milliseconds),
 //     Used or Usage (Strava: what is left is Limit minus Usage when
-//     Remaining is absent);
+//     Remaining is absent), Retry-After (MailerLite's stated delay in
+//     seconds, read on a throttled status as Retry-After is);
 //   - kinds: none; Requests (OpenAI's X-RateLimit-Remaining-Requests,
 //     Linear's and RapidAPI's X-RateLimit-Requests-Remaining); a window,
 //     which states the period (Kong's -Minute, -Hour, ..., X's 24hour);
@@ -30,6 +33,10 @@ import (
 // HTTP-date; see parseReset. A count may be a decimal (Reddit's 599.0).
 // X-RateLimit-Bucket (Discord) and X-RateLimit-Resource (GitHub) name the
 // signal's Bucket.
+//
+// A limit may carry an early IETF draft's policies (X-RateLimit-Limit:
+// 20, 20;w=60): the limit, then the policies, the one of the same size
+// giving the window's length.
 //
 // Several windows may come as comma-separated lists, member by member
 // (Strava's X-RateLimit-Limit: 200,2000 with X-RateLimit-Usage: 150,2000):
@@ -95,6 +102,7 @@ const (
 	xResetMs
 	xUsed
 	xUsage
+	xRetryAfter
 )
 
 // xFieldNames are the fields' names, canonical, longest first where one
@@ -114,6 +122,7 @@ var xFieldNames = [...]struct {
 	{"Reset", xReset},
 	{"Used", xUsed},
 	{"Usage", xUsage},
+	{"Retry-After", xRetryAfter},
 }
 
 // splitXName returns the kind and field of the part of a field name after
@@ -132,10 +141,32 @@ func splitXName(rest string) (kind string, f xField) {
 	return "", xNone
 }
 
+// vendorXRest returns the part of a canonical field name after a vendor's
+// X-<Vendor>-Ratelimit- or X-<Vendor>-Rate-Limit- prefix (Sentry's
+// X-Sentry-Rate-Limit-Remaining, Brevo's X-Sib-Ratelimit-Reset), or "".
+// HubSpot's fields have a dialect of their own.
+func vendorXRest(k string) string {
+	if len(k) < 4 || k[0] != 'X' || k[1] != '-' {
+		return ""
+	}
+	i := strings.IndexByte(k[2:], '-')
+	if i <= 0 || k[2:2+i] == "Hubspot" {
+		return ""
+	}
+	rest := k[2+i+1:]
+	for _, p := range [...]string{"Ratelimit-", "Rate-Limit-"} {
+		if strings.HasPrefix(rest, p) {
+			return rest[len(p):]
+		}
+	}
+	return ""
+}
+
 // xGroup gathers the lines of one kind's fields.
 type xGroup struct {
 	kind                                               string
 	limit, remaining, reset, resetAfter, resetMs, used []string
+	retryAfter                                         []string
 	usage                                              bool // used came as Usage (Strava)
 }
 
@@ -160,6 +191,9 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 				rest, kind = k[len(p.prefix):], p.kind
 				break
 			}
+		}
+		if rest == "" && in.has(famXVendor) {
+			rest = vendorXRest(k)
 		}
 		if rest == "" {
 			if k != "X-Rate-Limit" { // Zendesk
@@ -206,6 +240,8 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 		case xUsed, xUsage:
 			g.used = addLines(g.used, vs)
 			g.usage = g.usage || f == xUsage
+		case xRetryAfter:
+			g.retryAfter = addLines(g.retryAfter, vs)
 		}
 	}
 	for i := range groups {
@@ -216,8 +252,28 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 // add records the windows of g in s.
 func (g *xGroup) add(in *input, s *Signal) {
 	unit, period := xKind(g.kind)
+	if st := in.Status; len(g.retryAfter) > 0 && (st == http.StatusTooManyRequests || st == http.StatusServiceUnavailable ||
+		st == statusOverloaded || st == http.StatusForbidden) {
+		// Read where Retry-After is, and as it is (see Parser.Parse).
+		if d, ok := maxOf(g.retryAfter, parseSeconds); ok {
+			s.AddRetryAfter(d)
+			s.Throttled = s.Throttled || st == http.StatusForbidden
+		}
+	}
 	var lb, rb, tb, ub [4]string
 	lim := fieldItems(lb[:0], g.limit)
+	if len(lim) > 1 && hasParams(g.limit) {
+		if pols := ietfPolicies(g.limit); len(pols) > 1 && !pols[0].named && pols[0].w == 0 {
+			// An early draft's policies: the limit, then its windows.
+			lim = lim[:1]
+			for _, p := range pols[1:] {
+				if p.q == pols[0].q && p.w > 0 && period == 0 {
+					period = p.w
+					break
+				}
+			}
+		}
+	}
 	rem := fieldItems(rb[:0], g.remaining)
 	used := fieldItems(ub[:0], g.used)
 	resets, parse := fieldItems(tb[:0], g.reset), parseReset

@@ -177,7 +177,25 @@ func parseReset(v string, in *input) (time.Duration, bool) {
 	if t, ok := parseHTTPDate(v); ok {
 		return untilTime(t, in.ServerTime()), true
 	}
+	if t, ok := parseJSDate(v); ok {
+		return untilTime(t, in.ServerTime()), true
+	}
 	return 0, false
+}
+
+// parseJSDate parses the form JavaScript's Date.prototype.toString gives,
+// which servers written in it send as a reset (lemlist's X-RateLimit-Reset):
+// "Tue Feb 16 2021 09:02:42 GMT+0100 (Central European Standard Time)",
+// the zone's name in parentheses optional.
+func parseJSDate(v string) (time.Time, bool) {
+	if i := strings.IndexByte(v, '('); i > 0 && v[len(v)-1] == ')' {
+		v = trimOWS(v[:i])
+	}
+	if len(v) != len("Mon Jan 02 2006 15:04:05 GMT-0700") {
+		return time.Time{}, false
+	}
+	t, err := time.Parse("Mon Jan 02 2006 15:04:05 GMT-0700", v)
+	return t, err == nil
 }
 
 // resetFromNumber tells a delta in seconds from an epoch in seconds or

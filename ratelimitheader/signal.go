@@ -3,6 +3,7 @@ package ratelimitheader
 import (
 	"net/http"
 	"net/textproto"
+	"strings"
 	"time"
 )
 
@@ -493,8 +494,27 @@ const (
 	famZendesk                         // Zendesk-RateLimit-*
 	famStripe                          // Stripe-Should-Retry, Stripe-Rate-Limited-Reason
 	famSalesforce                      // Sforce-Limit-Info
+	famXVendor                         // X-<vendor>-RateLimit-*, X-<vendor>-Rate-Limit-* (with famXRateLimit)
 	famNonCanonical                    // one of the above with a non-canonical key
 )
+
+// vendorXFold reports whether k, in any case, is a vendor's field of the
+// X-RateLimit family: X-<vendor>-RateLimit-* or X-<vendor>-Rate-Limit-*
+// (see vendorXRest).
+func vendorXFold(k string) bool {
+	if len(k) < len("X-A-Ratelimit-B") {
+		return false
+	}
+	i := strings.IndexByte(k[2:], '-')
+	if i <= 0 {
+		return false
+	}
+	rest := k[3+i:]
+	if len(rest) < len("Ratelimit-") || rest[0]|0x20 != 'r' {
+		return false
+	}
+	return hasPrefixFold(rest, "ratelimit-") || hasPrefixFold(rest, "rate-limit-")
+}
 
 // scanHeader finds which families of rate-limit fields a header holds, in
 // one pass over its keys with a few byte comparisons each: the common
@@ -532,6 +552,8 @@ func scanHeader(h http.Header) family {
 				f = famShopify
 			case hasPrefixFold(k, "x-hubspot-ratelimit-"):
 				f = famHubSpot
+			case vendorXFold(k):
+				f = famXRateLimit | famXVendor
 			}
 		case 'a':
 			switch {

@@ -35,7 +35,8 @@ func FuzzRetryAfter(f *testing.F) {
 
 func FuzzParseReset(f *testing.F) {
 	for _, v := range []string{"42", "1773144060", "1773144001.250", "1773144030000", "2026-03-10T12:00:30Z",
-		"Tue, 10 Mar 2026 12:01:00 GMT", "6m0s", "547ms", "1.5s", "-1s", "9223372036s", "99999999999999999999"} {
+		"Tue, 10 Mar 2026 12:01:00 GMT", "6m0s", "547ms", "1.5s", "-1s", "9223372036s", "99999999999999999999",
+		"Tue Mar 10 2026 13:00:02 GMT+0100 (Central European Standard Time)", "Tue Mar 10 2026 13:00:02 GMT+0100 ()"} {
 		f.Add(v, fuzzDate)
 	}
 	f.Fuzz(func(t *testing.T, v, date string) {
@@ -90,6 +91,7 @@ var vendorFields = []string{
 	"X-App-Limit-24hour-Remaining", "X-App-Limit-24hour-Reset", "X-Readratelimit-Usage", "X-Ratelimit-Complexity-Remaining",
 	"Sforce-Limit-Info", "Stripe-Rate-Limited-Reason", "Ratelimit-Reason", "Ratelimit-Remaining", "Ratelimit-Reset",
 	"X-Ratelimit-Reset-At", "X-Ratelimit-Reset-Ms", "X-Ratelimit-Resettime",
+	"X-Sentry-Rate-Limit-Remaining", "X-Sentry-Rate-Limit-Reset", "X-Sib-Ratelimit-Limit", "X-Ratelimit-Retry-After",
 }
 
 func FuzzVendor(f *testing.F) {
@@ -102,6 +104,7 @@ func FuzzVendor(f *testing.F) {
 	f.Add(uint16(403), "api-usage=18/5000, per-app-api-usage=17/250(appName=x)", "200,2000", `[{"errorCode":"REQUEST_LIMIT_EXCEEDED"}]`)
 	f.Add(uint16(429), "resource-specific", "2026-03-10T12:01Z", `{"error":{"code":"lock_timeout"}}`)
 	f.Add(uint16(400), "0", "Tue, 10 Mar 2026 12:00:30 GMT, Tue, 10 Mar 2026 12:00:45 GMT", `{"errors":[{"extensions":{"code":"RATELIMITED"}}]}`)
+	f.Add(uint16(403), "20, 20;w=60", "Tue Mar 10 2026 13:00:02 GMT+0100 (CET)", "")
 	f.Add(uint16(429), "jira-per-issue-on-write", "6m0s", `{"type":"error","error":{"type":"rate_limit_error","message":"Extra usage is required"}}`)
 	f.Fuzz(func(t *testing.T, status uint16, a, b, body string) {
 		h := http.Header{"Date": {fuzzDate}}
@@ -135,6 +138,13 @@ func FuzzFieldItems(f *testing.F) {
 			t.Fatalf("periodName(%q) = %v, %v", v, d, ok)
 		}
 		_, _ = splitXName(v)
+		_ = vendorXRest(v)
+		if len(v) >= 3 {
+			_ = vendorXFold(v)
+		}
+		if tm, ok := parseJSDate(v); !ok && !tm.IsZero() {
+			t.Fatalf("parseJSDate(%q) = %v, false", v, tm)
+		}
 		_, _ = xKind(v)
 	})
 }
