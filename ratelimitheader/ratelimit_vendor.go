@@ -21,7 +21,9 @@ import (
 //     preferred to Reset), Reset-Ms (a delta or an epoch in milliseconds),
 //     Used or Usage (Strava: what is left is Limit minus Usage when
 //     Remaining is absent), Retry-After (MailerLite's stated delay in
-//     seconds, read on a throttled status as Retry-After is);
+//     seconds) and Next (Akamai's instant the next request may go, in any
+//     form a reset takes), both read on a throttled status as Retry-After
+//     is;
 //   - kinds: none; Requests (OpenAI's X-RateLimit-Remaining-Requests,
 //     Linear's and RapidAPI's X-RateLimit-Requests-Remaining); a window,
 //     which states the period (Kong's -Minute, -Hour, ..., X's 24hour);
@@ -103,6 +105,7 @@ const (
 	xUsed
 	xUsage
 	xRetryAfter
+	xNext
 )
 
 // xFieldNames are the fields' names, canonical, longest first where one
@@ -123,6 +126,7 @@ var xFieldNames = [...]struct {
 	{"Used", xUsed},
 	{"Usage", xUsage},
 	{"Retry-After", xRetryAfter},
+	{"Next", xNext},
 }
 
 // splitXName returns the kind and field of the part of a field name after
@@ -166,7 +170,7 @@ func vendorXRest(k string) string {
 type xGroup struct {
 	kind                                               string
 	limit, remaining, reset, resetAfter, resetMs, used []string
-	retryAfter                                         []string
+	retryAfter, next                                   []string
 	usage                                              bool // used came as Usage (Strava)
 }
 
@@ -242,6 +246,8 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 			g.usage = g.usage || f == xUsage
 		case xRetryAfter:
 			g.retryAfter = addLines(g.retryAfter, vs)
+		case xNext:
+			g.next = addLines(g.next, vs)
 		}
 	}
 	for i := range groups {
@@ -252,10 +258,17 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 // add records the windows of g in s.
 func (g *xGroup) add(in *input, s *Signal) {
 	unit, period := xKind(g.kind)
-	if st := in.Status; len(g.retryAfter) > 0 && (st == http.StatusTooManyRequests || st == http.StatusServiceUnavailable ||
+	if st := in.Status; len(g.retryAfter)+len(g.next) > 0 && (st == http.StatusTooManyRequests || st == http.StatusServiceUnavailable ||
 		st == statusOverloaded || st == http.StatusForbidden) {
 		// Read where Retry-After is, and as it is (see Parser.Parse).
-		if d, ok := maxOf(g.retryAfter, parseSeconds); ok {
+		d, ok := maxOf(g.retryAfter, parseSeconds)
+		var b [4]string
+		for _, v := range fieldItems(b[:0], g.next) {
+			if n, valid := parseReset(v, in); valid && (!ok || n > d) {
+				d, ok = n, true
+			}
+		}
+		if ok {
 			s.AddRetryAfter(d)
 			s.Throttled = s.Throttled || st == http.StatusForbidden
 		}

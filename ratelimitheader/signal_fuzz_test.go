@@ -91,7 +91,7 @@ var vendorFields = []string{
 	"X-App-Limit-24hour-Remaining", "X-App-Limit-24hour-Reset", "X-Readratelimit-Usage", "X-Ratelimit-Complexity-Remaining",
 	"Sforce-Limit-Info", "Stripe-Rate-Limited-Reason", "Ratelimit-Reason", "Ratelimit-Remaining", "Ratelimit-Reset",
 	"X-Ratelimit-Reset-At", "X-Ratelimit-Reset-Ms", "X-Ratelimit-Resettime",
-	"X-Sentry-Rate-Limit-Remaining", "X-Sentry-Rate-Limit-Reset", "X-Sib-Ratelimit-Limit", "X-Ratelimit-Retry-After",
+	"X-Sentry-Rate-Limit-Remaining", "X-Sentry-Rate-Limit-Reset", "X-Sib-Ratelimit-Limit", "X-Ratelimit-Retry-After", "X-Ratelimit-Next",
 }
 
 func FuzzVendor(f *testing.F) {
