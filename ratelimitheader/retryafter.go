@@ -169,7 +169,11 @@ func parseReset(v string, in *input) (time.Duration, bool) {
 		}
 		return 0, false
 	}
-	for _, layout := range [...]string{time.RFC3339Nano, "2006-01-02T15:04Z07:00"} {
+	// RFC 3339 (with or without seconds, a space for the T as its 5.6
+	// allows), ISO 8601's offsets without a colon, and RFC 1123 with a
+	// numeric zone (PHP's date('r')); a time without a zone is no instant.
+	for _, layout := range [...]string{time.RFC3339Nano, "2006-01-02T15:04Z07:00", "2006-01-02 15:04:05.999999999Z07:00",
+		"2006-01-02T15:04:05.999999999Z0700", time.RFC1123Z} {
 		if t, err := time.Parse(layout, v); err == nil {
 			return untilTime(t, in.ServerTime()), true
 		}

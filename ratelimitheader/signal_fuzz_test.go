@@ -36,7 +36,8 @@ func FuzzRetryAfter(f *testing.F) {
 func FuzzParseReset(f *testing.F) {
 	for _, v := range []string{"42", "1773144060", "1773144001.250", "1773144030000", "2026-03-10T12:00:30Z",
 		"Tue, 10 Mar 2026 12:01:00 GMT", "6m0s", "547ms", "1.5s", "-1s", "9223372036s", "99999999999999999999",
-		"Tue Mar 10 2026 13:00:02 GMT+0100 (Central European Standard Time)", "Tue Mar 10 2026 13:00:02 GMT+0100 ()"} {
+		"Tue Mar 10 2026 13:00:02 GMT+0100 (Central European Standard Time)", "Tue Mar 10 2026 13:00:02 GMT+0100 ()",
+		"2026-03-10 12:00:30Z", "2026-03-10T13:00:30+0100", "Tue, 10 Mar 2026 12:00:30 +0000"} {
 		f.Add(v, fuzzDate)
 	}
 	f.Fuzz(func(t *testing.T, v, date string) {
