@@ -118,6 +118,7 @@ var DialectNames = []string{
 	"bare", "retry-after", "retry-after-date", "ietf", "ietf-06",
 	"github", "github-secondary", "openai", "anthropic", "shopify", "discord",
 	"gemini", "salesforce", "atlassian", "hubspot", "azure-openai",
+	"x-ratelimit", "sentry", "brevo", "lemlist", "mailerlite", "akamai",
 }
 
 // DialectByName returns the dialect with one of the names in DialectNames,
@@ -165,6 +166,18 @@ func DialectByName(name string) (Dialect, error) {
 		return HubSpot{}, nil
 	case "azure-openai":
 		return AzureOpenAI{}, nil
+	case "x-ratelimit":
+		return XRateLimit{}, nil
+	case "sentry":
+		return XRateLimit{Prefix: "X-Sentry-Rate-Limit-", Reset: ResetEpoch}, nil
+	case "brevo":
+		return XRateLimit{Prefix: "x-sib-ratelimit-"}, nil
+	case "lemlist":
+		return XRateLimit{Reset: ResetJSDate}, nil
+	case "mailerlite":
+		return XRateLimit{Reset: ResetRFC3339, Wait: WaitPrefixRetryAfter}, nil
+	case "akamai":
+		return XRateLimit{Reset: ResetNone, Wait: WaitPrefixNext}, nil
 	}
 	return nil, fmt.Errorf("fakeserver: unknown dialect %q (want one of %s)", name, strings.Join(DialectNames, ", "))
 }

@@ -77,3 +77,53 @@ func TestSignalsOfFakeProviders(t *testing.T) {
 		})
 	}
 }
+
+// TestSignalsOfFakeXRateLimitSpellings checks that each spelling and form
+// of the X-RateLimit family the fake server can play reads as the server
+// means it: the quota left on admitted responses, and on the rejection
+// the wait it names (20 s to the next request), or the reset (60 s to a
+// full quota) where it names none.
+func TestSignalsOfFakeXRateLimitSpellings(t *testing.T) {
+	for _, name := range []string{"x-ratelimit", "sentry", "brevo", "lemlist", "mailerlite", "akamai"} {
+		d, err := fakeserver.DialectByName(name)
+		require.NoError(t, err)
+		forms := []fakeserver.Dialect{d}
+		if name == "x-ratelimit" {
+			for _, r := range []fakeserver.ResetForm{fakeserver.ResetEpoch, fakeserver.ResetEpochMillis, fakeserver.ResetRFC3339, fakeserver.ResetJSDate} {
+				forms = append(forms, fakeserver.XRateLimit{Reset: r, Wait: fakeserver.WaitReset})
+			}
+		}
+		for i, d := range forms {
+			t.Run(fmt.Sprintf("%s/%d", name, i), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					time.Sleep(300 * time.Millisecond) // off the second, so that rounding shows
+					srv := fakeserver.New(fakeserver.Config{Limit: 3, Window: time.Minute, Burst: 3, Dialect: d})
+					for i := range 4 {
+						resp, err := srv.Transport().RoundTrip(fakeGet(t))
+						require.NoError(t, err)
+						in := &Input{Status: resp.StatusCode, Header: resp.Header, Body: bodyPrefix(t, resp), Now: time.Now()}
+						resp.Body.Close()
+						sig := Parse(in)
+						checkInvariants(t, sig)
+						require.True(t, sig.HasRemaining, "%v: %+v", resp.Header, sig)
+						if i < 3 {
+							assert.Equal(t, 200, resp.StatusCode)
+							assert.False(t, sig.Throttled)
+							assert.Equal(t, int64(2-i), sig.Remaining)
+							continue
+						}
+						assert.Equal(t, 429, resp.StatusCode)
+						assert.True(t, sig.Throttled && sig.HasWait, "%v: %+v", resp.Header, sig)
+						want := 20.0
+						if x, ok := d.(fakeserver.XRateLimit); ok && x.Wait == fakeserver.WaitReset {
+							want = 60
+						} else {
+							assert.True(t, sig.RetryAfter, "a stated delay: %v: %+v", resp.Header, sig)
+						}
+						assert.InDelta(t, want, sig.Wait.Seconds(), 1, "%v: %+v", resp.Header, sig)
+					}
+				})
+			})
+		}
+	}
+}
