@@ -18,7 +18,7 @@ import (
 // GitHub's fields do. Held: efficiency 0.95, at most one throttle, none
 // sent inside a wait the client knew of.
 func TestXRateLimitSpellings(t *testing.T) {
-	for _, name := range []string{"x-ratelimit", "sentry", "brevo", "lemlist", "mailerlite", "akamai"} {
+	for _, name := range []string{"x-ratelimit", "sentry", "brevo", "lemlist", "mailerlite", "akamai", "atlassian-dc"} {
 		d, err := fakeserver.DialectByName(name)
 		if err != nil {
 			t.Fatal(err)

@@ -118,7 +118,7 @@ var DialectNames = []string{
 	"bare", "retry-after", "retry-after-date", "ietf", "ietf-06",
 	"github", "github-secondary", "openai", "anthropic", "shopify", "discord",
 	"gemini", "salesforce", "atlassian", "hubspot", "azure-openai",
-	"x-ratelimit", "sentry", "brevo", "lemlist", "mailerlite", "akamai",
+	"x-ratelimit", "sentry", "brevo", "lemlist", "mailerlite", "akamai", "atlassian-dc",
 }
 
 // DialectByName returns the dialect with one of the names in DialectNames,
@@ -178,6 +178,8 @@ func DialectByName(name string) (Dialect, error) {
 		return XRateLimit{Reset: ResetRFC3339, Wait: WaitPrefixRetryAfter}, nil
 	case "akamai":
 		return XRateLimit{Reset: ResetNone, Wait: WaitPrefixNext}, nil
+	case "atlassian-dc":
+		return XRateLimit{Reset: ResetNone, Refill: true}, nil
 	}
 	return nil, fmt.Errorf("fakeserver: unknown dialect %q (want one of %s)", name, strings.Join(DialectNames, ", "))
 }

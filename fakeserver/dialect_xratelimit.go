@@ -25,6 +25,11 @@ type XRateLimit struct {
 	Reset ResetForm
 	// Wait is how a rejection names its wait.
 	Wait WaitForm
+	// Refill states the bucket's refill as Atlassian Data Center does:
+	// <Prefix>FillRate, the configured Limit, every
+	// <Prefix>Interval-Seconds, the Window in seconds (Limit is then the
+	// bucket's size, Capacity).
+	Refill bool
 }
 
 // ResetForm is a form of a quota's reset in XRateLimit.
@@ -71,6 +76,10 @@ func (d XRateLimit) Header(h http.Header, s State) {
 	p := cmpOr(d.Prefix, "X-RateLimit-")
 	h.Set(p+"Limit", strconv.Itoa(s.Capacity))
 	h.Set(p+"Remaining", strconv.Itoa(s.Remaining))
+	if d.Refill {
+		h.Set(p+"FillRate", strconv.Itoa(s.Limit))
+		h.Set(p+"Interval-Seconds", strconv.FormatFloat(s.Window.Seconds(), 'f', -1, 64))
+	}
 	if d.Reset != ResetNone {
 		v, _ := d.reset(s.Now, s.ResetAfter)
 		h.Set(p+"Reset", v)

@@ -84,7 +84,7 @@ func TestSignalsOfFakeProviders(t *testing.T) {
 // the wait it names (20 s to the next request), or the reset (60 s to a
 // full quota) where it names none.
 func TestSignalsOfFakeXRateLimitSpellings(t *testing.T) {
-	for _, name := range []string{"x-ratelimit", "sentry", "brevo", "lemlist", "mailerlite", "akamai"} {
+	for _, name := range []string{"x-ratelimit", "sentry", "brevo", "lemlist", "mailerlite", "akamai", "atlassian-dc"} {
 		d, err := fakeserver.DialectByName(name)
 		require.NoError(t, err)
 		forms := []fakeserver.Dialect{d}

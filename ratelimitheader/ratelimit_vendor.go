@@ -23,7 +23,9 @@ import (
 //     Remaining is absent), Retry-After (MailerLite's stated delay in
 //     seconds) and Next (Akamai's instant the next request may go, in any
 //     form a reset takes), both read on a throttled status as Retry-After
-//     is;
+//     is; FillRate and Interval-Seconds (Atlassian Data Center: a bucket
+//     of Limit that refills FillRate every Interval-Seconds), which give
+//     the quota's Limit and Period as the refill;
 //   - kinds: none; Requests (OpenAI's X-RateLimit-Remaining-Requests,
 //     Linear's and RapidAPI's X-RateLimit-Requests-Remaining); a window,
 //     which states the period (Kong's -Minute, -Hour, ..., X's 24hour);
@@ -106,6 +108,8 @@ const (
 	xUsage
 	xRetryAfter
 	xNext
+	xFillRate
+	xInterval
 )
 
 // xFieldNames are the fields' names, canonical, longest first where one
@@ -127,6 +131,8 @@ var xFieldNames = [...]struct {
 	{"Usage", xUsage},
 	{"Retry-After", xRetryAfter},
 	{"Next", xNext},
+	{"Fillrate", xFillRate},
+	{"Interval-Seconds", xInterval},
 }
 
 // splitXName returns the kind and field of the part of a field name after
@@ -170,7 +176,7 @@ func vendorXRest(k string) string {
 type xGroup struct {
 	kind                                               string
 	limit, remaining, reset, resetAfter, resetMs, used []string
-	retryAfter, next                                   []string
+	retryAfter, next, fillRate, interval               []string
 	usage                                              bool // used came as Usage (Strava)
 }
 
@@ -248,6 +254,10 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 			g.retryAfter = addLines(g.retryAfter, vs)
 		case xNext:
 			g.next = addLines(g.next, vs)
+		case xFillRate:
+			g.fillRate = addLines(g.fillRate, vs)
+		case xInterval:
+			g.interval = addLines(g.interval, vs)
 		}
 	}
 	for i := range groups {
@@ -338,6 +348,13 @@ func (g *xGroup) add(in *input, s *Signal) {
 	var w window
 	if n, ok := minCount(lim); ok {
 		w.limit, w.hasLimit = n, true
+	}
+	if f, ok := minCount(g.fillRate); ok && f > 0 {
+		if d, ok := maxOf(g.interval, parseSeconds); ok && d > 0 {
+			// A bucket that states its refill: FillRate every interval.
+			// Limit is its size, which Remaining shows at most.
+			w.limit, w.hasLimit, period = f, true, d
+		}
 	}
 	if r, ok := minCount(rem); ok {
 		w.remaining, w.hasRem = r, true

@@ -92,7 +92,7 @@ var vendorFields = []string{
 	"X-App-Limit-24hour-Remaining", "X-App-Limit-24hour-Reset", "X-Readratelimit-Usage", "X-Ratelimit-Complexity-Remaining",
 	"Sforce-Limit-Info", "Stripe-Rate-Limited-Reason", "Ratelimit-Reason", "Ratelimit-Remaining", "Ratelimit-Reset",
 	"X-Ratelimit-Reset-At", "X-Ratelimit-Reset-Ms", "X-Ratelimit-Resettime",
-	"X-Sentry-Rate-Limit-Remaining", "X-Sentry-Rate-Limit-Reset", "X-Sib-Ratelimit-Limit", "X-Ratelimit-Retry-After", "X-Ratelimit-Next",
+	"X-Sentry-Rate-Limit-Remaining", "X-Sentry-Rate-Limit-Reset", "X-Sib-Ratelimit-Limit", "X-Ratelimit-Retry-After", "X-Ratelimit-Next", "X-Ratelimit-Fillrate", "X-Ratelimit-Interval-Seconds",
 }
 
 func FuzzVendor(f *testing.F) {
