@@ -85,11 +85,13 @@ func TestSlowAnswersStillSpendTheWindows(t *testing.T) {
 // the first, at most 8 throttles in the 8 runs, none sent inside a wait
 // the client knew of.
 //
-// A known tail: in about 2 % of goroutine orders (6 of 300 runs of the
-// test, at 22baea7 and since), one run of seed 2 with 50 or 100 ms of
-// jitter takes its one or two throttles in one window, of one route. Two
-// are allowed in one window of one run of the eight, never more; the
-// tail is not understood yet.
+// A known tail: in some goroutine orders one run takes its one or two
+// throttles in one window, of one route. Two are allowed in one window of
+// one run of the eight, never more. With 8 workers, it was an answer that
+// came back after a later departure's, taken whole: it lifted the model of
+// a bucket shared by two routes by three where one was left (see
+// serverModel.observe); since, 3 of 600 runs of the test (5 of 600, and 6
+// of 300, before), all with 32 workers, whose cause is not understood yet.
 func TestJitteredAnswersNameOneWindow(t *testing.T) {
 	var total int64
 	twice := 0 // runs with two throttles in one window
