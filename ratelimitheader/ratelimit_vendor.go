@@ -110,6 +110,7 @@ const (
 	xNext
 	xFillRate
 	xInterval
+	xFields // the number of fields
 )
 
 // xFieldNames are the fields' names, canonical, longest first where one
@@ -151,33 +152,11 @@ func splitXName(rest string) (kind string, f xField) {
 	return "", xNone
 }
 
-// vendorXRest returns the part of a canonical field name after a vendor's
-// X-<Vendor>-Ratelimit- or X-<Vendor>-Rate-Limit- prefix (Sentry's
-// X-Sentry-Rate-Limit-Remaining, Brevo's X-Sib-Ratelimit-Reset), or "".
-// HubSpot's fields have a dialect of their own.
-func vendorXRest(k string) string {
-	if len(k) < 4 || k[0] != 'X' || k[1] != '-' {
-		return ""
-	}
-	i := strings.IndexByte(k[2:], '-')
-	if i <= 0 || k[2:2+i] == "Hubspot" {
-		return ""
-	}
-	rest := k[2+i+1:]
-	for _, p := range [...]string{"Ratelimit-", "Rate-Limit-"} {
-		if strings.HasPrefix(rest, p) {
-			return rest[len(p):]
-		}
-	}
-	return ""
-}
-
 // xGroup gathers the lines of one kind's fields.
 type xGroup struct {
-	kind                                               string
-	limit, remaining, reset, resetAfter, resetMs, used []string
-	retryAfter, next, fillRate, interval               []string
-	usage                                              bool // used came as Usage (Strava)
+	kind  string
+	lines [xFields][]string // by field; Usage's go with Used
+	usage bool              // Used came as Usage (Strava)
 }
 
 // maxXGroups bounds the kinds read from one response.
@@ -203,7 +182,7 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 			}
 		}
 		if rest == "" && in.has(famXVendor) {
-			rest = vendorXRest(k)
+			rest = vendorXRest(k) // canonical: the rest as spelt
 		}
 		if rest == "" {
 			if k != "X-Rate-Limit" { // Zendesk
@@ -236,29 +215,10 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 			groups = append(groups, xGroup{kind: kind})
 			g = &groups[len(groups)-1]
 		}
-		switch f {
-		case xLimit:
-			g.limit = addLines(g.limit, vs)
-		case xRemaining:
-			g.remaining = addLines(g.remaining, vs)
-		case xReset:
-			g.reset = addLines(g.reset, vs)
-		case xResetAfter:
-			g.resetAfter = addLines(g.resetAfter, vs)
-		case xResetMs:
-			g.resetMs = addLines(g.resetMs, vs)
-		case xUsed, xUsage:
-			g.used = addLines(g.used, vs)
-			g.usage = g.usage || f == xUsage
-		case xRetryAfter:
-			g.retryAfter = addLines(g.retryAfter, vs)
-		case xNext:
-			g.next = addLines(g.next, vs)
-		case xFillRate:
-			g.fillRate = addLines(g.fillRate, vs)
-		case xInterval:
-			g.interval = addLines(g.interval, vs)
+		if f == xUsage {
+			f, g.usage = xUsed, true
 		}
+		g.lines[f] = addLines(g.lines[f], vs)
 	}
 	for i := range groups {
 		groups[i].add(in, s)
@@ -268,25 +228,21 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 // add records the windows of g in s.
 func (g *xGroup) add(in *input, s *Signal) {
 	unit, period := xKind(g.kind)
-	if st := in.Status; len(g.retryAfter)+len(g.next) > 0 && (st == http.StatusTooManyRequests || st == http.StatusServiceUnavailable ||
-		st == statusOverloaded || st == http.StatusForbidden) {
+	if len(g.lines[xRetryAfter])+len(g.lines[xNext]) > 0 && readsRetryAfter(in.Status) {
 		// Read where Retry-After is, and as it is (see Parser.Parse).
-		d, ok := maxOf(g.retryAfter, parseSeconds)
-		var b [4]string
-		for _, v := range fieldItems(b[:0], g.next) {
-			if n, valid := parseReset(v, in); valid && (!ok || n > d) {
-				d, ok = n, true
-			}
+		d, ok := maxOf(g.lines[xRetryAfter], parseSeconds)
+		if n, valid := maxOf(g.lines[xNext], func(v string) (time.Duration, bool) { return parseReset(v, in) }); valid && (!ok || n > d) {
+			d, ok = n, true
 		}
 		if ok {
 			s.AddRetryAfter(d)
-			s.Throttled = s.Throttled || st == http.StatusForbidden
+			s.Throttled = s.Throttled || in.Status == http.StatusForbidden
 		}
 	}
 	var lb, rb, tb, ub [4]string
-	lim := fieldItems(lb[:0], g.limit)
-	if len(lim) > 1 && hasParams(g.limit) {
-		if pols := ietfPolicies(g.limit); len(pols) > 1 && !pols[0].named && pols[0].w == 0 {
+	lim := fieldItems(lb[:0], g.lines[xLimit])
+	if len(lim) > 1 && hasParams(g.lines[xLimit]) {
+		if pols := ietfPolicies(g.lines[xLimit]); len(pols) > 1 && !pols[0].named && pols[0].w == 0 {
 			// An early draft's policies: the limit, then its windows.
 			lim = lim[:1]
 			for _, p := range pols[1:] {
@@ -297,14 +253,14 @@ func (g *xGroup) add(in *input, s *Signal) {
 			}
 		}
 	}
-	rem := fieldItems(rb[:0], g.remaining)
-	used := fieldItems(ub[:0], g.used)
-	resets, parse := fieldItems(tb[:0], g.reset), parseReset
+	rem := fieldItems(rb[:0], g.lines[xRemaining])
+	used := fieldItems(ub[:0], g.lines[xUsed])
+	resets, parse := fieldItems(tb[:0], g.lines[xReset]), parseReset
 	switch {
-	case len(g.resetAfter) > 0:
-		resets, parse = fieldItems(tb[:0], g.resetAfter), func(v string, _ *input) (time.Duration, bool) { return parseSeconds(v) }
-	case len(g.resetMs) > 0:
-		resets, parse = fieldItems(tb[:0], g.resetMs), parseResetMillis
+	case len(g.lines[xResetAfter]) > 0:
+		resets, parse = fieldItems(tb[:0], g.lines[xResetAfter]), func(v string, _ *input) (time.Duration, bool) { return parseSeconds(v) }
+	case len(g.lines[xResetMs]) > 0:
+		resets, parse = fieldItems(tb[:0], g.lines[xResetMs]), parseResetMillis
 	}
 	derived := false
 	if len(rem) == 0 && len(used) > 0 && len(used) == len(lim) {
@@ -349,8 +305,8 @@ func (g *xGroup) add(in *input, s *Signal) {
 	if n, ok := minCount(lim); ok {
 		w.limit, w.hasLimit = n, true
 	}
-	if f, ok := minCount(g.fillRate); ok && f > 0 {
-		if d, ok := maxOf(g.interval, parseSeconds); ok && d > 0 {
+	if f, ok := minCount(g.lines[xFillRate]); ok && f > 0 {
+		if d, ok := maxOf(g.lines[xInterval], parseSeconds); ok && d > 0 {
 			// A bucket that states its refill: FillRate every interval.
 			// Limit is its size, which Remaining shows at most.
 			w.limit, w.hasLimit, period = f, true, d

@@ -398,8 +398,7 @@ func (p *Parser) Relevant(status int, header http.Header) bool {
 func (p *Parser) mayCarry(status int, fam family) bool {
 	// Every status that may carry a limit is 403 or more: most fail the
 	// first comparison.
-	mayLimit := status >= http.StatusForbidden && (status == http.StatusTooManyRequests ||
-		status == http.StatusServiceUnavailable || status == http.StatusForbidden || status == statusOverloaded)
+	mayLimit := status >= http.StatusForbidden && readsRetryAfter(status)
 	return fam&^(famAge|famNonCanonical) != 0 || mayLimit || (p != nil && p.Dialects != nil)
 }
 
@@ -423,14 +422,12 @@ func (p *Parser) parse(in *Input, fam family) Signal {
 		w.Header = canonicalHeader(in.Header)
 	}
 
-	limitStatus := in.Status == http.StatusTooManyRequests || in.Status == http.StatusServiceUnavailable ||
-		in.Status == statusOverloaded
 	s := new(Signal)
-	s.Throttled = limitStatus
+	s.Throttled = in.Status != http.StatusForbidden && readsRetryAfter(in.Status)
 	if fam&famAge != 0 && isStale(w.Header) {
 		return *s
 	}
-	if limitStatus || in.Status == http.StatusForbidden {
+	if readsRetryAfter(in.Status) {
 		readRetryAfter(w, s)
 		if in.Status == http.StatusForbidden && s.RetryAfter {
 			s.Throttled = true // GitHub's secondary limits, and others like them
@@ -498,22 +495,37 @@ const (
 	famNonCanonical                    // one of the above with a non-canonical key
 )
 
-// vendorXFold reports whether k, in any case, is a vendor's field of the
-// X-RateLimit family: X-<vendor>-RateLimit-* or X-<vendor>-Rate-Limit-*
-// (see vendorXRest).
-func vendorXFold(k string) bool {
-	if len(k) < len("X-A-Ratelimit-B") {
-		return false
+// readsRetryAfter reports whether a response of status may name a wait:
+// 429, 503 and 529, which are throttled whatever they say, and 403, which
+// is when a dialect or a stated delay says so.
+func readsRetryAfter(status int) bool {
+	return status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable ||
+		status == statusOverloaded || status == http.StatusForbidden
+}
+
+// vendorXRest returns the part of the field name k, in any case, after a
+// vendor's X-<Vendor>-RateLimit- or X-<Vendor>-Rate-Limit- prefix
+// (Sentry's X-Sentry-Rate-Limit-Remaining, Brevo's x-sib-ratelimit-reset),
+// or "": a field of the X-RateLimit family. HubSpot's fields have a
+// dialect of their own.
+func vendorXRest(k string) string {
+	if len(k) < len("X-A-Ratelimit-B") || k[0]|0x20 != 'x' || k[1] != '-' {
+		return ""
 	}
 	i := strings.IndexByte(k[2:], '-')
-	if i <= 0 {
-		return false
+	if i <= 0 || eqFold(k[2:2+i], "hubspot") {
+		return ""
 	}
 	rest := k[3+i:]
-	if len(rest) < len("Ratelimit-") || rest[0]|0x20 != 'r' {
-		return false
+	if rest == "" || rest[0]|0x20 != 'r' {
+		return ""
 	}
-	return hasPrefixFold(rest, "ratelimit-") || hasPrefixFold(rest, "rate-limit-")
+	for _, p := range [...]string{"ratelimit-", "rate-limit-"} {
+		if hasPrefixFold(rest, p) {
+			return rest[len(p):]
+		}
+	}
+	return ""
 }
 
 // scanHeader finds which families of rate-limit fields a header holds, in
@@ -552,7 +564,7 @@ func scanHeader(h http.Header) family {
 				f = famShopify
 			case hasPrefixFold(k, "x-hubspot-ratelimit-"):
 				f = famHubSpot
-			case vendorXFold(k):
+			case vendorXRest(k) != "":
 				f = famXRateLimit | famXVendor
 			}
 		case 'a':
