@@ -154,11 +154,11 @@ type depRecord struct {
 	seq  uint64  // the departure's number; 0 for an empty slot
 	at   int64   // when it left
 	pred float64 // tokens the model expected right after it
+	left float64 // with stated: the quota left after it, as its answer stated
 	ok   bool    // pred is known: the model was synced when it left
 	done bool    // its answer came
-	// stated: its answer stated left, the quota left after it.
+	// stated: its answer stated left.
 	stated bool
-	left   float64
 	// held: a later departure's answer came first, and the news it
 	// brought was taken in less one for this one, which the server may
 	// have counted after it (see observe).
@@ -274,9 +274,8 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 				} else {
 					e = 0
 				}
-			} else if p := m.pendingBefore(rec); p > 0 {
-				m.holdBefore(rec)
-				e = max(e-p, 0)
+			} else {
+				e = max(e-m.holdBefore(rec), 0)
 			}
 		}
 		if e < 0 || (e > 0 && alone) {
@@ -500,12 +499,13 @@ func (m *serverModel) atMost(now int64, n float64) {
 	}
 }
 
-// pendingBefore returns the departures before rec that are not answered
-// yet.
-func (m *serverModel) pendingBefore(rec *depRecord) float64 {
+// holdBefore returns the departures before rec that are not answered yet,
+// and marks them held (see depRecord.held).
+func (m *serverModel) holdBefore(rec *depRecord) float64 {
 	n := 0
 	for i := range m.ring() {
 		if r := &m.deps[i]; r.seq != 0 && r.seq < rec.seq && r.ok && !r.done {
+			r.held = true
 			n++
 		}
 	}
@@ -521,16 +521,6 @@ func (m *serverModel) statedAfter(rec *depRecord) (least float64, ok bool) {
 		}
 	}
 	return least, ok
-}
-
-// holdBefore marks the departures before rec still unanswered as held (see
-// depRecord.held).
-func (m *serverModel) holdBefore(rec *depRecord) {
-	for i := range m.ring() {
-		if r := &m.deps[i]; r.seq != 0 && r.seq < rec.seq && r.ok && !r.done {
-			r.held = true
-		}
-	}
 }
 
 // judge grows the margin after a prediction the server proved wrong (a
