@@ -894,6 +894,7 @@ type aimdCycles struct {
 	burstN    float64 // free, as the wait began
 	win       bool    // the cycles look like a window's: all comes back at once
 	wait      int64   // the last wait named
+	heard     uint64  // answers to departures after resumeN (see holds)
 	lastAt1   int64   // when the first burst's last departure left
 	floor     float64 // the least pace the cut being made may keep (see measure); 0: none
 	// fine: the last cut's rate was measured to within a few percent
@@ -1218,7 +1219,7 @@ const aimdFineScale = 0.001
 // brings back may leave at once then (see measure).
 func (a *aimd) waited(until, wait int64, sent uint64) {
 	a.cycles()
-	a.c.resumeAt, a.c.resumeN, a.c.cycleOn, a.c.wait = until, sent, false, wait
+	a.c.resumeAt, a.c.resumeN, a.c.cycleOn, a.c.wait, a.c.heard = until, sent, false, wait, 0
 	a.c.free = 0
 	if a.c.b0 >= 2 && !a.c.even {
 		// A request less than measured, in reserve: the count is known
@@ -1226,6 +1227,37 @@ func (a *aimd) waited(until, wait int64, sent uint64) {
 		a.c.free = math.Floor(a.c.b0 - 1)
 	}
 	a.c.burstN = a.c.free
+}
+
+// probing reports whether the cycle after the first named wait is under
+// way, before its throttle measured it: its answers are counted (heard),
+// to hold its departures past the first burst's count (see holds).
+func (a *aimd) probing() bool {
+	return a.c != nil && a.c.first && a.c.n2 == 0 && a.c.resumeAt != 0
+}
+
+// heardFrom notes an answer, throttled or not, to departure seq.
+func (a *aimd) heardFrom(seq uint64) {
+	if a.probing() && seq > a.c.resumeN {
+		a.c.heard++
+	}
+}
+
+// holds reports whether a departure at d, with sent departures so far,
+// waits for the answers to the others of its cycle: in the cycle after
+// the first named wait, those past what the first burst let through, until
+// one of them is answered. A server of fixed windows (or a log) gave the
+// first burst its quota and gives the cycle as much: the next request is
+// throttled, and sent alone, it costs one throttle where the cycle's
+// flight of them cost as many as were in flight (8 in a window of 50 per
+// 5 s with 8 workers, 25 with 32). A bucket lets it through as it
+// refills, and the cycle goes on at its pace.
+func (a *aimd) holds(d int64, sent uint64) bool {
+	if !a.probing() || d < a.c.resumeAt || sent < a.c.resumeN {
+		return false
+	}
+	n, q := sent-a.c.resumeN, uint64(math.Max(math.Floor(a.c.burst), 1))
+	return n >= q && a.c.heard < n && a.c.heard <= q
 }
 
 // left notes a departure at d, and reports whether it is one of what a

@@ -77,7 +77,7 @@ type keyState struct {
 	// stalls), one word: a departure's take and the answer that ends
 	// a silence each change both at once.
 	pending  atomic.Uint64
-	learning atomic.Bool // the window counts answers that say nothing (see answered)
+	learning atomic.Bool // answers that say nothing count: in the window, or in a cycle (aimd.holds)
 	sampling atomic.Bool // a request is held to read the server's clock (see windowSample)
 	probing  atomic.Bool // no response has come yet
 	// striking: strikes is not nil, read without the lock.
@@ -295,8 +295,13 @@ func (k *keyState) earliestFor(now, n, cost int64, route string, own bool) int64
 			}
 		}
 		d = k.windowSample(max(d, k.window.earliest(d)))
-	} else if k.aimd.active && !k.aimd.freeFor(n, d) {
-		d = k.aimdB.Earliest(d, n, cost)
+	} else if k.aimd.active {
+		if !k.aimd.freeFor(n, d) {
+			d = k.aimdB.Earliest(d, n, cost)
+		}
+		if k.aimd.holds(d, k.sent) {
+			d = max(d, satAdd(k.window.lastAt, int64(probeWait))) // or until the answers come (see answeredNow)
+		}
 	}
 	pace, span := k.window.firstCycle(k.firstAt)
 	if at, ok := k.window.probeAt(d, satAdd(k.window.lastAt, k.window.probeCap(int64(probeWait), pace, span))); ok {
@@ -876,12 +881,13 @@ func (k *keyState) answeredNow(dep *departure) {
 	k.mu.Lock()
 	now := k.env.now()
 	k.window.answered(dep.seq)
+	k.aimd.heardFrom(dep.seq)
 	k.sustain()
 	k.scope.answered(dep.scopeSeq, now-dep.sent, now)
 	k.align(now)
 	k.routeDone(now, *dep, true)
-	if k.sample.at != 0 {
-		k.dispatch(now) // the held sample may go now (see windowSample)
+	if k.sample.at != 0 || k.aimd.probing() {
+		k.dispatch(now) // the held sample (see windowSample), or the cycle's probe (aimd.holds), may go now
 	}
 	k.mu.Unlock()
 }
@@ -972,8 +978,8 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 		k.window.throttled(satAdd(now, int64(sig.Wait)), seq, k.sent)
 	}
 	k.window.answered(seq)
+	k.aimd.heardFrom(seq)
 	k.sustain()
-	k.learning.Store(k.window.learning())
 	bare := k.bare(sig)
 	if bare && len(k.pacer.buckets) > 0 && k.strikes != nil && seq > k.strikes.after {
 		// A try throttled again: a block goes on, and the strikes' pauses
@@ -989,6 +995,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 	if sig.Throttled {
 		k.strike(now, seq, sig, wait)
 	}
+	k.learning.Store(k.window.learning() || k.aimd.probing()) // after the cut, which may begin a cycle
 	k.align(now)
 	k.dispatch(now)
 }
