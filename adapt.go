@@ -1069,7 +1069,7 @@ func (a *aimd) measure(seq uint64, at, firstAt int64, ring []depRecord) (rate, k
 		a1, t1 := a.c.burst, float64(a.c.lastAt1-firstAt)/2e9
 		a.c.n2, a.c.s2 = n, s
 		if n <= a1+1 || s-t1 < 0.1 || t1 < 0 {
-			if a.c.wait > int64(1500*time.Millisecond) {
+			if a.c.wait > int64(windowWait) {
 				a.c.b0, a.c.win = max(min(n, a1), 1), true // a window's quota, or a log's
 			} else if a.c.wait > 0 {
 				// A wait of a second: a window's (a log's) or a small
@@ -1229,11 +1229,18 @@ func (a *aimd) waited(until, wait int64, sent uint64) {
 	a.c.burstN = a.c.free
 }
 
-// probing reports whether the cycle after the first named wait is under
-// way, before its throttle measured it: its answers are counted (heard),
-// to hold its departures past the first burst's count (see holds).
+// windowWait is the shortest wait after which a cycle that lets through
+// no more than the first burst did is taken for a window's (or a log's):
+// a bucket would have refilled more in it (see measure). A wait of a
+// second says as much of a small bucket.
+const windowWait = 1500 * time.Millisecond
+
+// probing reports whether the cycle after the first named wait, if that
+// wait was longer than windowWait, is under way, before its throttle
+// measured it: its answers are counted (heard), to hold its departures
+// past the first burst's count (see holds).
 func (a *aimd) probing() bool {
-	return a.c != nil && a.c.first && a.c.n2 == 0 && a.c.resumeAt != 0
+	return a.c != nil && a.c.first && a.c.n2 == 0 && a.c.resumeAt != 0 && a.c.wait > int64(windowWait)
 }
 
 // heardFrom notes an answer, throttled or not, to departure seq.
@@ -1251,7 +1258,11 @@ func (a *aimd) heardFrom(seq uint64) {
 // throttled, and sent alone, it costs one throttle where the cycle's
 // flight of them cost as many as were in flight (8 in a window of 50 per
 // 5 s with 8 workers, 25 with 32). A bucket lets it through as it
-// refills, and the cycle goes on at its pace.
+// refills, and the cycle goes on at its pace. After a wait of a second,
+// a small bucket refills too little to let the lone request through (20/s
+// burst 10 over loopback, with 32 workers: 12 through, taken for a window
+// of 11 a second and paced at 11/s for 47 s), and the cycle goes on as
+// before, at slow start's pace.
 func (a *aimd) holds(d int64, sent uint64) bool {
 	if !a.probing() || d < a.c.resumeAt || sent < a.c.resumeN {
 		return false
