@@ -896,6 +896,7 @@ type aimdCycles struct {
 	wait      int64   // the last wait named
 	heard     uint64  // answers to departures after resumeN (see holds)
 	lastAt1   int64   // when the first burst's last departure left
+	sent1     float64 // departures when the first burst's throttle came
 	floor     float64 // the least pace the cut being made may keep (see measure); 0: none
 	// fine: the last cut's rate was measured to within a few percent
 	// (fitKeep), by a cycle that could not let the server's bucket
@@ -986,7 +987,7 @@ func (a *aimd) throttledAt(now int64, seq uint64, at int64, atKnown bool, firstA
 	case !a.active:
 		// The first throttle: of a burst, usually. What got through of it
 		// is the bucket's size; its rate says nothing.
-		measured, a.c.burst = max(float64(sent)/max(span, 1), aimdFloor), float64(sent-1)
+		measured, a.c.burst, a.c.sent1 = max(float64(sent)/max(span, 1), aimdFloor), float64(sent-1), float64(sent)
 		a.c.first, a.c.lastAt1 = atKnown, last
 	case ok:
 		if afterPause {
@@ -1062,11 +1063,16 @@ func (a *aimd) measure(seq uint64, at, firstAt int64, ring []depRecord) (rate, k
 		if !a.c.first {
 			return 0, 0, 0, false
 		}
-		// The first burst let through a1 by its last departure, the
-		// bucket and what came back meanwhile: the bucket is a1 less up
-		// to that, taken as half. The cycle's level at its throttle lies
-		// between its count and one more.
-		a1, t1 := a.c.burst, float64(a.c.lastAt1-firstAt)/2e9
+		// The first burst let through a1, the bucket and what came back
+		// until the a1-th of its departures: its departures are taken as
+		// even over its span, so that is a1 of the sent1 sent by its
+		// throttle's answer. A flight of workers sends half as many again
+		// before the answer (8 workers: about half the span); one worker
+		// sends one (all of it: with half, a bucket of 20/s burst 10
+		// measured 8/s and was paced at 14/s for 25 s). The cycle's level
+		// at its throttle lies between its count and one more.
+		a1 := a.c.burst
+		t1 := float64(a.c.lastAt1-firstAt) / 1e9 * min(a1/max(a.c.sent1, 1), 1)
 		a.c.n2, a.c.s2 = n, s
 		if n <= a1+1 || s-t1 < 0.1 || t1 < 0 {
 			if a.c.wait > int64(windowWait) {
