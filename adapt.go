@@ -1064,15 +1064,19 @@ func (a *aimd) measure(seq uint64, at, firstAt int64, ring []depRecord) (rate, k
 			return 0, 0, 0, false
 		}
 		// The first burst let through a1, the bucket and what came back
-		// until the a1-th of its departures: its departures are taken as
-		// even over its span, so that is a1 of the sent1 sent by its
-		// throttle's answer. A flight of workers sends half as many again
-		// before the answer (8 workers: about half the span); one worker
-		// sends one (all of it: with half, a bucket of 20/s burst 10
-		// measured 8/s and was paced at 14/s for 25 s). The cycle's level
-		// at its throttle lies between its count and one more.
+		// until the last of them reached the server. Its departures are
+		// taken as even over its span, and that is the share a1 of the
+		// sent1 sent by its throttle's answer, but no less than half: a
+		// worker alone sends one request after another and the bucket
+		// empties at the end (with half, a bucket of 20/s burst 10 at 20
+		// ms a request measured 8/s and was paced at 14/s for 25 s); a
+		// flight of workers leaves at once, and what came back meanwhile
+		// reached the server in a later flight (as half, 32 workers over
+		// loopback measured 20/s burst 10 at 16/s; as a1/sent1, a third,
+		// at 15/s). The cycle's level at its throttle lies between its
+		// count and one more.
 		a1 := a.c.burst
-		t1 := float64(a.c.lastAt1-firstAt) / 1e9 * min(a1/max(a.c.sent1, 1), 1)
+		t1 := float64(a.c.lastAt1-firstAt) / 1e9 * min(max(a1/max(a.c.sent1, 1), 0.5), 1)
 		a.c.n2, a.c.s2 = n, s
 		if n <= a1+1 || s-t1 < 0.1 || t1 < 0 {
 			if a.c.wait > int64(windowWait) {
