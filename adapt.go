@@ -1133,6 +1133,16 @@ func (a *aimd) measure(seq uint64, at, firstAt int64, ring []depRecord) (rate, k
 		keep, k = fitKeep(rate, span, false)
 		return rate, keep, k, k == 0 && (full || !a.overflows(rate, a.c.cycleAt, at, a.c.burstN))
 	}
+	if !a.c.win && a.c.wait > 0 && a.c.wait <= int64(windowWait) && n <= a.c.burst+1 {
+		// A later cycle after a wait of a second that let through no more
+		// than the first burst did: as for the second, a window's (a log's)
+		// quota comes back each wait at the least, and the pace is cut no
+		// lower. Otherwise the cut kept what the cycle let through over
+		// the time since the last cut, wait and all: a worker alone
+		// against 20 a second in windows of a second, a cycle of 1.5 s,
+		// was paced at 13/s, and climbed back over 25 s (0.641).
+		a.c.floor = max(a.c.floor, min(n, a.c.burst)/(float64(a.c.wait)/1e9))
+	}
 	return 0, 0, 0, false
 }
 
