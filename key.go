@@ -995,7 +995,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 	if sig.Throttled {
 		k.strike(now, seq, sig, wait)
 	}
-	k.learning.Store(k.window.learning() || k.aimd.probing()) // after the cut, which may begin a cycle
+	k.noteLearning() // after the cut, which may begin a cycle
 	k.align(now)
 	k.dispatch(now)
 }
@@ -1088,11 +1088,20 @@ func (k *keyState) settleBare(b bareThrottle, shared bool) {
 	defer k.mu.Unlock()
 	if shared {
 		k.aimd, k.aimdB = aimd{}, bucket{}
+		k.noteLearning()
 		return
 	}
 	b.pausedTill = max(k.pacer.pauseUntil, k.scope.pauseUntil.Load())
 	k.cut(b)
+	k.noteLearning()
 	k.dispatch(k.env.now())
+}
+
+// noteLearning notes, under k.mu, whether answers that say nothing of the
+// quota count (see answered): while a window is learned from throttles,
+// or a cycle holds its departures for their answers (aimd.holds).
+func (k *keyState) noteLearning() {
+	k.learning.Store(k.window.learning() || k.aimd.probing())
 }
 
 // rareThrottles is how many throttles a key with configured limits takes
