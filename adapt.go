@@ -1133,6 +1133,15 @@ func (a *aimd) measure(seq uint64, at, firstAt int64, ring []depRecord) (rate, k
 		keep, k = fitKeep(rate, span, false)
 		return rate, keep, k, k == 0 && (full || !a.overflows(rate, a.c.cycleAt, at, a.c.burstN))
 	}
+	if !a.c.win && a.c.wait > int64(windowWait) && n <= a.c.burst+1 {
+		// A later cycle after a wait longer than windowWait that let
+		// through no more than the first burst did: a window's, as for
+		// the second cycle. A window of 2 s entered late names a wait of a
+		// second first (the second cycle cannot tell), then of two: taken
+		// for a bucket, its cycles measured 7/s of 10 (0.737).
+		a.c.b0, a.c.win = max(min(n, a.c.burst), 1), true
+		return 0, 0, 0, false
+	}
 	if !a.c.win && a.c.wait > 0 && a.c.wait <= int64(windowWait) && n <= a.c.burst+1 {
 		// A later cycle after a wait of a second that let through no more
 		// than the first burst did: as for the second, a window's (a log's)

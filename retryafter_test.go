@@ -77,6 +77,10 @@ func TestRetryAfterOnlyServers(t *testing.T) {
 		// workers (TestRetryAfterOnlyFewWorkers); with 32, the floor of
 		// a later cycle gains it 0.07 (0.811 -> 0.881).
 		{"fixed-window-30-per-1s-late", fakeserver.FixedWindow, 30, time.Second, 0, 700 * time.Millisecond, [2]float64{0.82, 0.86}, [2]int{3, 3}},
+		// Entered 1.3 s into a window of 2 s: the first wait is of a
+		// second, a later one of two (see aimd.measure: 0.737 / 0.747
+		// while its cycles were taken for a bucket's).
+		{"fixed-window-20-per-2s-late", fakeserver.FixedWindow, 20, 2 * time.Second, 0, 1300 * time.Millisecond, [2]float64{0.94, 0.97}, [2]int{2, 2}},
 		{"fixed-window-50-per-5s", fakeserver.FixedWindow, 50, 5 * time.Second, 0, 1200 * time.Millisecond, [2]float64{0.94, 0.93}, [2]int{1, 1}},
 		{"sliding-log-20-per-1s", fakeserver.SlidingWindow, 20, time.Second, 0, 0, [2]float64{0.83, 0.83}, [2]int{2, 2}},
 		{"sliding-log-100-per-10s", fakeserver.SlidingWindow, 100, 10 * time.Second, 0, 0, [2]float64{0.91, 0.95}, [2]int{1, 1}},
