@@ -296,10 +296,11 @@ func (k *keyState) earliestFor(now, n, cost int64, route string, own bool) int64
 		}
 		d = k.windowSample(max(d, k.window.earliest(d)))
 	} else if k.aimd.active {
-		if !k.aimd.freeFor(n, d) {
+		hold, alone := k.aimd.holds(d, k.sent)
+		if !alone && !k.aimd.freeFor(n, d) {
 			d = k.aimdB.Earliest(d, n, cost)
 		}
-		if k.aimd.holds(d, k.sent) {
+		if hold {
 			d = max(d, satAdd(k.window.lastAt, int64(probeWait))) // or until the answers come (see answeredNow)
 		}
 	}
