@@ -33,13 +33,14 @@ import (
 // 5 s reach 0.93-0.99 (0.962 on average over ten instants of the window
 // to start at): each wait ends past its boundary by a share of a second
 // that moves on from one window to the next, and a run of four windows
-// may meet the worst of it.
+// may meet the worst of it. Windows of 1 s are not told apart from small
+// buckets (a wait of a second says as much of both): paced at their quota
+// a wait, they stand at 0.83-0.92.
+//
 // After a wait longer than 1.5 s, the cycle after the first sends what
 // the first burst let through, then one request alone (see aimd.holds):
 // one throttle in its window, where the requests in flight when the first
-// came cost one each (7 or 8 with 8 workers, 25 or 30 with 32). Those of
-// 1 s are not told apart from small buckets (a wait of a second says as
-// much of both): paced at their quota a wait, they stand at 0.87-0.92.
+// came cost one each (7 or 8 with 8 workers, 25 or 30 with 32).
 func TestRetryAfterOnlyServers(t *testing.T) {
 	for _, c := range []struct {
 		name   string
