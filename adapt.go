@@ -1284,8 +1284,9 @@ func (a *aimd) heardFrom(seq uint64) {
 // waits for the answers to the others of its cycle (hold), and whether it
 // then leaves without the pace (alone).
 //
-// In the cycle after the first named wait, those past what the first
-// burst let through wait, until one of them is answered. A server of fixed windows (or a log) gave the
+// In the cycle after the first named wait, if that wait was longer than
+// windowWait, those past what the first burst let through wait, until one
+// of them is answered. A server of fixed windows (or a log) gave the
 // first burst its quota and gives the cycle as much: the next request is
 // throttled, and sent alone, it costs one throttle where the cycle's
 // flight of them cost as many as were in flight (8 in a window of 50 per
