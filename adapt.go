@@ -1079,14 +1079,7 @@ func (a *aimd) measure(seq uint64, at, firstAt int64, ring []depRecord) (rate, k
 		t1 := float64(a.c.lastAt1-firstAt) / 1e9 * min(max(a1/max(a.c.sent1, 1), 0.5), 1)
 		a.c.n2, a.c.s2 = n, s
 		if n <= a1+1 || s-t1 < 0.1 || t1 < 0 {
-			if a.c.wait > int64(windowWait) {
-				a.c.b0, a.c.win = max(min(n, a1), 1), true // a window's quota, or a log's
-			} else if a.c.wait > 0 {
-				// A wait of a second: a window's (a log's) or a small
-				// bucket's. A window lets its quota through each wait
-				// at the least: the pace is cut no lower than that.
-				a.c.floor = min(n, a1) / (float64(a.c.wait) / 1e9)
-			}
+			a.quotaBack(n)
 			return 0, 0, 0, false
 		}
 		rate = (n + 0.5 - a1) / (s - t1)
@@ -1133,26 +1126,33 @@ func (a *aimd) measure(seq uint64, at, firstAt int64, ring []depRecord) (rate, k
 		keep, k = fitKeep(rate, span, false)
 		return rate, keep, k, k == 0 && (full || !a.overflows(rate, a.c.cycleAt, at, a.c.burstN))
 	}
-	if !a.c.win && a.c.wait > int64(windowWait) && n <= a.c.burst+1 {
-		// A later cycle after a wait longer than windowWait that let
-		// through no more than the first burst did: a window's, as for
-		// the second cycle. A window of 2 s entered late names a wait of a
-		// second first (the second cycle cannot tell), then of two: taken
-		// for a bucket, its cycles measured 7/s of 10 (0.737).
-		a.c.b0, a.c.win = max(min(n, a.c.burst), 1), true
-		return 0, 0, 0, false
-	}
-	if !a.c.win && a.c.wait > 0 && a.c.wait <= int64(windowWait) && n <= a.c.burst+1 {
-		// A later cycle after a wait of a second that let through no more
-		// than the first burst did: as for the second, a window's (a log's)
-		// quota comes back each wait at the least, and the pace is cut no
-		// lower. Otherwise the cut kept what the cycle let through over
-		// the time since the last cut, wait and all: a worker alone
-		// against 20 a second in windows of a second, a cycle of 1.5 s,
-		// was paced at 13/s, and climbed back over 25 s (0.641).
-		a.c.floor = max(a.c.floor, min(n, a.c.burst)/(float64(a.c.wait)/1e9))
+	if !a.c.win && n <= a.c.burst+1 {
+		// A later cycle that let through no more than the first burst
+		// did says what the second would have. A window of 2 s entered
+		// late names a wait of a second first (the second cycle cannot
+		// tell), then of two: taken for a bucket, its cycles measured 7/s
+		// of 10 (0.737). Windows of a second, whose later cycles were cut
+		// to what they let through over the time since the last cut, wait
+		// and all, were paced at 13/s of 20 with a worker alone (0.641).
+		a.quotaBack(n)
 	}
 	return 0, 0, 0, false
+}
+
+// quotaBack takes in a cycle after a wait named that let through n, no
+// more than the first burst did: after a wait longer than windowWait, the
+// server is a window (or a log) whose quota comes back at once, n; after
+// a wait of a second, a window's or a small bucket's, and since a window
+// lets its quota through each wait at the least, the pace is cut no lower
+// than that.
+func (a *aimd) quotaBack(n float64) {
+	a1 := a.c.burst
+	switch {
+	case a.c.wait > int64(windowWait):
+		a.c.b0, a.c.win = max(min(n, a1), 1), true
+	case a.c.wait > 0:
+		a.c.floor = max(a.c.floor, min(n, a1)/(float64(a.c.wait)/1e9))
+	}
 }
 
 // fitKeep returns the share of a rate measured over span seconds to keep,

@@ -92,22 +92,7 @@ func TestRetryAfterOnlyServers(t *testing.T) {
 		sh, n := retryAfterOnly(c.name, c.alg, c.limit, c.window, c.burst)
 		for i, workers := range []int{8, 32} {
 			t.Run(fmt.Sprintf("%s/%d", c.name, workers), func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) {
-					time.Sleep(c.phase)
-					srv := fakeserver.New(sh.Config)
-					r := runShape(t, sh, srv, srv.Transport(), "http://api.test", n, workers)
-					t.Log(r)
-					t.Logf("target: efficiency 0.95")
-					if r.efficiency < c.floor[i] {
-						t.Errorf("efficiency %.3f, want at least %.2f", r.efficiency, c.floor[i])
-					}
-					if r.ignored != 0 {
-						t.Errorf("%d sent inside a wait the client knew of", r.ignored)
-					}
-					if r.worst > c.worst[i] {
-						t.Errorf("%d throttles in a window after the first, want at most %d", r.worst, c.worst[i])
-					}
-				})
+				holdRetryAfterOnly(t, sh, n, workers, c.phase, c.floor[i], c.worst[i])
 			})
 		}
 	}
@@ -126,6 +111,29 @@ func retryAfterOnly(name string, alg fakeserver.Algorithm, limit int, window tim
 		Config: fakeserver.Config{Algorithm: alg, Limit: limit, Window: window, Burst: burst, Dialect: fakeserver.RetryAfterSeconds{},
 			Faults: fakeserver.Faults{Latency: 20 * time.Millisecond, Jitter: 5 * time.Millisecond, Seed: 1}}}
 	return sh, least + int(20*rate)
+}
+
+// holdRetryAfterOnly runs n requests of workers against sh, phase into
+// its clock, in virtual time, and holds the efficiency to floor and the
+// throttles in a window after the first (in a second, for a bucket) to
+// worst, with nothing sent inside a wait the client knew of.
+func holdRetryAfterOnly(t *testing.T, sh fakeserver.Shape, n, workers int, phase time.Duration, floor float64, worst int) {
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(phase)
+		srv := fakeserver.New(sh.Config)
+		r := runShape(t, sh, srv, srv.Transport(), "http://api.test", n, workers)
+		t.Log(r)
+		t.Logf("target: efficiency 0.95")
+		if r.efficiency < floor {
+			t.Errorf("efficiency %.3f, want at least %.2f", r.efficiency, floor)
+		}
+		if r.ignored != 0 {
+			t.Errorf("%d sent inside a wait the client knew of", r.ignored)
+		}
+		if r.worst > worst {
+			t.Errorf("%d throttles in a window (a second, for a bucket) after the first, want at most %d", r.worst, worst)
+		}
+	})
 }
 
 // TestRetryAfterOnlyFewWorkers runs servers that name nothing but a
@@ -161,21 +169,7 @@ func TestRetryAfterOnlyFewWorkers(t *testing.T) {
 		sh, n := retryAfterOnly(c.name, c.alg, c.limit, time.Second, c.burst)
 		for i, workers := range []int{1, 2} {
 			t.Run(fmt.Sprintf("%s/%d", c.name, workers), func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) {
-					time.Sleep(c.phase)
-					srv := fakeserver.New(sh.Config)
-					r := runShape(t, sh, srv, srv.Transport(), "http://api.test", n, workers)
-					t.Log(r)
-					if r.efficiency < c.floor[i] {
-						t.Errorf("efficiency %.3f, want at least %.2f", r.efficiency, c.floor[i])
-					}
-					if r.ignored != 0 {
-						t.Errorf("%d sent inside a wait the client knew of", r.ignored)
-					}
-					if r.worst > c.worst {
-						t.Errorf("%d throttles in a window (a second, for a bucket) after the first, want at most %d", r.worst, c.worst)
-					}
-				})
+				holdRetryAfterOnly(t, sh, n, workers, c.phase, c.floor[i], c.worst)
 			})
 		}
 	}
