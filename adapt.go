@@ -897,6 +897,8 @@ type aimdCycles struct {
 	heard     uint64  // answers to departures after resumeN (see holds)
 	lastAt1   int64   // when the first burst's last departure left
 	sent1     float64 // departures when the first burst's throttle came
+	ans0      int64   // when the first burst's first throttle came back
+	ans1      int64   // when its last throttle came back, as far as known
 	floor     float64 // the least pace the cut being made may keep (see measure); 0: none
 	// fine: the last cut's rate was measured to within a few percent
 	// (fitKeep), by a cycle that could not let the server's bucket
@@ -943,6 +945,18 @@ const (
 	// (5/s burst 1, Retry-After of a second, from 16/s: 35 throttles of
 	// 0.8 s each).
 	aimdDeep = 0.5
+	// aimdFirstPace is what slow start goes on from after the first
+	// burst, in what it let through a second, when its throttles name a
+	// wait. From what a flight of 32 workers sent (3 to 4 times that),
+	// the cycle after the wait ran at 40-80/s against 20/s burst 10 and
+	// was throttled within 0.15 s, too soon to tell a bucket from a
+	// window: the pace was cut to what it let through and climbed back
+	// over half a minute (0.73-0.86 of the least time when the flight
+	// reached the server over 60 ms, as opening connections does, 0.97
+	// now). Going on from once that a second, the cycle began under the
+	// rate of 50/s burst 5 and let the bucket overflow (0.05 lower with
+	// 32 workers); from 1.5 times that, 0.036 lower.
+	aimdFirstPace = 1.5
 )
 
 // throttled cuts the rate after a throttle of a request sent as departure
@@ -965,6 +979,15 @@ func (a *aimd) throttledAt(now int64, seq uint64, at int64, atKnown bool, firstA
 	if a.active && seq <= a.cutSeq {
 		if a.slow && a.c.burst > 0 {
 			a.c.burst-- // another of the first burst was throttled
+			a.c.ans1 = now
+			if atKnown {
+				// The pace that sent the first burst was the workers', not
+				// the server's: the server showed only what it let
+				// through. Slow start goes on from a small multiple of
+				// that a second (see aimdFirstPace).
+				a.wmax = max(min(a.wmax, aimdFirstPace*max(a.c.burst, 1)), aimdFloor)
+				a.rate = max(a.wmax*aimdBeta, aimdFloor)
+			}
 		}
 		return
 	}
@@ -989,6 +1012,7 @@ func (a *aimd) throttledAt(now int64, seq uint64, at int64, atKnown bool, firstA
 		// is the bucket's size; its rate says nothing.
 		measured, a.c.burst, a.c.sent1 = max(float64(sent)/max(span, 1), aimdFloor), float64(sent-1), float64(sent)
 		a.c.first, a.c.lastAt1 = atKnown, last
+		a.c.ans0, a.c.ans1 = now, now
 	case ok:
 		if afterPause {
 			n = max(n-a.c.burst, 1)
@@ -1077,6 +1101,11 @@ func (a *aimd) measure(seq uint64, at, firstAt int64, ring []depRecord) (rate, k
 		// count and one more.
 		a1 := a.c.burst
 		t1 := float64(a.c.lastAt1-firstAt) / 1e9 * min(max(a1/max(a.c.sent1, 1), 0.5), 1)
+		// A flight that left at once may reach the server over a longer
+		// span (connections being opened, 60 ms for 32 over loopback;
+		// more for TLS over a network), and the bucket refilled over
+		// that: its throttles came back over as long.
+		t1 = max(t1, float64(a.c.ans1-a.c.ans0)/1e9)
 		a.c.n2, a.c.s2 = n, s
 		if n <= a1+1 || s-t1 < 0.1 || t1 < 0 {
 			a.quotaBack(n)
@@ -1115,7 +1144,19 @@ func (a *aimd) measure(seq uint64, at, firstAt int64, ring []depRecord) (rate, k
 	case a.c.win:
 	case s-a.c.s2 >= 1 && n > a.c.n2+1:
 		rate = (n - a.c.n2) / (s - a.c.s2)
-		a.c.b0 = max(min(a.c.n2-rate*a.c.s2, a.c.b0+1), 1)
+		b0 := a.c.n2 - rate*a.c.s2
+		if a.c.b0 > 0 || a.c.n2 >= a.c.burst-1 {
+			// Measured before, it moves by a request a cycle at most;
+			// never measured, and a second cycle that let through as
+			// much as the first burst did (a window's or a log's quota,
+			// 20 per 1 s: 13 at once after each wait overran it), none
+			// is taken as sent at once.
+			b0 = min(b0, a.c.b0+1)
+		}
+		// (Never measured, and a second cycle that let through less than
+		// the first burst: a wait brings back less than the bucket holds,
+		// 20 of 40 for 20/s burst 40, sent at once after each wait.)
+		a.c.b0 = max(min(b0, a.c.burst), 1)
 		span := s - a.c.s2
 		full := false
 		if r, d := a.lastFull(ring, seq, at); r > rate {
