@@ -152,7 +152,8 @@ func parseCount(v string) (int64, bool) {
 // with a fraction) or in milliseconds, told apart by their magnitude next to
 // the server's clock; a Go duration as OpenAI sends it ("6m0s", "547ms");
 // an RFC 3339 timestamp, or one without seconds as Atlassian sends it
-// ("2026-03-10T12:01Z"); or an HTTP-date.
+// ("2026-03-10T12:01Z"); an HTTP-date; or, within the bounds naiveReset
+// sets, a date-time without a zone.
 func parseReset(v string, in *input) (time.Duration, bool) {
 	v = trimOWS(v)
 	if v == "" {
@@ -171,7 +172,7 @@ func parseReset(v string, in *input) (time.Duration, bool) {
 	}
 	// RFC 3339 (with or without seconds, a space for the T as its 5.6
 	// allows), ISO 8601's offsets without a colon, and RFC 1123 with a
-	// numeric zone (PHP's date('r')); a time without a zone is no instant.
+	// numeric zone (PHP's date('r')).
 	for _, layout := range [...]string{time.RFC3339Nano, "2006-01-02T15:04Z07:00", "2006-01-02 15:04:05.999999999Z07:00",
 		"2006-01-02T15:04:05.999999999Z0700", time.RFC1123Z} {
 		if t, err := time.Parse(layout, v); err == nil {
@@ -184,7 +185,61 @@ func parseReset(v string, in *input) (time.Duration, bool) {
 	if t, ok := parseJSDate(v); ok {
 		return untilTime(t, in.ServerTime()), true
 	}
+	// The same forms without a zone: parsed as UTC, kept only where that
+	// reading cannot be another zone's.
+	for _, layout := range [...]string{"2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999",
+		"2006-01-02T15:04", "2006-01-02 15:04"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return naiveReset(t, in)
+		}
+	}
 	return 0, false
+}
+
+// naiveSlack and naiveHorizon bound the resets naiveReset accepts: from a
+// minute before the server's clock to less than an hour after it, less the
+// slack, so that no reading in the range can be a zone's an hour off.
+const (
+	naiveSlack   = time.Minute
+	naiveHorizon = time.Hour - naiveSlack
+)
+
+// naiveReset returns the time until t, a date-time sent without a zone
+// ("2026-03-10T12:01:00", "2026-03-10 12:01") and parsed as UTC.
+//
+// Such a time names no instant (RFC 3339 4.4): it is a wall clock in a zone
+// the server does not say. Most servers that send one formatted UTC and
+// dropped the "Z" (Python's datetime.utcnow().isoformat(), .NET's "s"
+// format), but one that writes its local time is off by its zone's offset,
+// and every offset but UTC's is an hour or more (in steps of 15 minutes).
+// So the time is read as UTC only where no other zone could have meant it
+// as a reset:
+//
+//   - the server's clock must be known, from a valid Date or
+//     Input.ServerNow: against the local clock, a skew could pass for a
+//     zone's offset, and the reverse;
+//   - read as UTC, the reset must fall between naiveSlack (a minute) before
+//     that clock, which gives zero, and naiveHorizon (59 minutes) after it.
+//     A server an hour or more east of UTC writes its resets, even one just
+//     past, at least 59 minutes ahead of UTC's: they fall beyond.
+//
+// Anything else is ignored, not guessed at: a longer reset (a daily
+// window's), a reset further in the past (a server west of UTC, or a stale
+// one), a response without a Date. What remains is a server west of UTC
+// that names a reset at least as far ahead as its offset (one an hour
+// behind UTC naming a reset 90 minutes off): its reset is read short by
+// whole hours, never negative; the request it lets go early is answered
+// with the next reset.
+func naiveReset(t time.Time, in *input) (time.Duration, bool) {
+	srv, known := in.serverClock()
+	if !known {
+		return 0, false
+	}
+	d := t.Sub(srv) // saturates
+	if d < -naiveSlack || d >= naiveHorizon {
+		return 0, false
+	}
+	return max(d, 0), true
 }
 
 // parseJSDate parses the form JavaScript's Date.prototype.toString gives,

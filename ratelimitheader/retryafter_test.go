@@ -109,3 +109,48 @@ func TestParseReset(t *testing.T) {
 		assert.Equal(t, c.want, got, c.in)
 	}
 }
+
+func TestParseResetWithoutZone(t *testing.T) {
+	date := http.Header{"Date": {"Tue, 10 Mar 2026 12:00:00 GMT"}}
+	for _, c := range []struct {
+		name string
+		in   string
+		hdr  http.Header
+		srv  time.Time // Input.ServerNow, when set
+		want time.Duration
+		ok   bool
+	}{
+		{"T, seconds", "2026-03-10T12:01:00", date, time.Time{}, time.Minute, true},
+		{"space, seconds", "2026-03-10 12:01:00", date, time.Time{}, time.Minute, true},
+		{"fraction", "2026-03-10T12:00:01.5", date, time.Time{}, 1500 * time.Millisecond, true},
+		{"no seconds", "2026-03-10T12:30", date, time.Time{}, 30 * time.Minute, true},
+		{"space, no seconds", "2026-03-10 12:30", date, time.Time{}, 30 * time.Minute, true},
+		{"just past: zero", "2026-03-10T11:59:30", date, time.Time{}, 0, true},
+		{"last minute of the horizon", "2026-03-10T12:58:59", date, time.Time{}, 58*time.Minute + 59*time.Second, true},
+		{"at the horizon: could be UTC+1's reset just past", "2026-03-10T12:59:00", date, time.Time{}, 0, false},
+		{"an hour ahead: UTC+1's reset now", "2026-03-10T13:00:00", date, time.Time{}, 0, false},
+		{"a day ahead: ignored", "2026-03-11T00:00:00", date, time.Time{}, 0, false},
+		{"past the slack: UTC-5's reset, or stale", "2026-03-10T07:01:00", date, time.Time{}, 0, false},
+		// The local clock here is an hour slow; without a Date it is set
+		// right, so that only the missing server clock rejects these.
+		{"no Date: the local clock is no server clock", "2026-03-10T12:01:00", http.Header{}, time.Time{}, 0, false},
+		{"broken Date", "2026-03-10T12:01:00", http.Header{"Date": {"yesterday"}}, time.Time{}, 0, false},
+		{"ServerNow stands for Date", "2026-03-10T12:01:00", http.Header{}, caseNow.Add(30 * time.Second), 30 * time.Second, true},
+		{"year 9999", "9999-12-31T23:59:59", date, time.Time{}, 0, false},
+		{"year 0000", "0000-01-01 00:00", date, time.Time{}, 0, false},
+		{"bad month", "2026-13-10T12:01:00", date, time.Time{}, 0, false},
+		{"hour 24", "2026-03-10T24:00:00", date, time.Time{}, 0, false},
+		{"trailing junk", "2026-03-10T12:01:00 local", date, time.Time{}, 0, false},
+		{"date only", "2026-03-10", date, time.Time{}, 0, false},
+		// With a zone, the same times are instants, read however far off.
+		{"Z: an hour ahead", "2026-03-10T13:00:00Z", date, time.Time{}, time.Hour, true},
+	} {
+		in := &Input{Header: c.hdr, Now: caseNow.Add(-time.Hour), ServerNow: c.srv}
+		if _, ok := dateOf(c.hdr, caseNow); !ok {
+			in.Now = caseNow
+		}
+		got, ok := parseReset(c.in, newInput(in))
+		assert.Equal(t, c.ok, ok, c.name)
+		assert.Equal(t, c.want, got, c.name)
+	}
+}

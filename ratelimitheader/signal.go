@@ -220,9 +220,10 @@ func (in *Input) ServerTime() time.Time {
 // server time, found once when first asked.
 type input struct {
 	Input
-	fam     family
-	srv     time.Time
-	srvDone bool
+	fam      family
+	srv      time.Time
+	srvKnown bool // srv is the server's clock (ServerNow, a valid Date), not Now
+	srvDone  bool
 }
 
 // newInput returns the working copy of in, for a built-in dialect called
@@ -237,28 +238,54 @@ func newInput(in *Input) *input {
 
 // ServerTime is Input.ServerTime, found once per parse.
 func (in *input) ServerTime() time.Time {
+	t, _ := in.serverClock()
+	return t
+}
+
+// serverClock returns ServerTime, and whether the response told the
+// server's clock (ServerNow is set, or the Date is valid) rather than the
+// local clock standing in for it.
+func (in *input) serverClock() (time.Time, bool) {
 	if !in.srvDone {
-		in.srv, in.srvDone = in.Input.ServerTime(), true
+		switch {
+		case !in.Input.ServerNow.IsZero():
+			in.srv, in.srvKnown = in.Input.ServerNow, true
+		default:
+			in.srv, in.srvKnown = dateOf(in.Header, in.now())
+			if !in.srvKnown {
+				in.srv = in.now()
+			}
+		}
+		in.srvDone = true
 	}
-	return in.srv
+	return in.srv, in.srvKnown
 }
 
 // serverTime returns the server's clock at receipt by the Date in h, or now
 // when it has no valid one (see Input.ServerTime).
 func serverTime(h http.Header, now time.Time) time.Time {
+	if t, ok := dateOf(h, now); ok {
+		return t
+	}
+	return now
+}
+
+// dateOf returns the Date in h if it has a valid one, within maxDateSkew
+// of now.
+func dateOf(h http.Header, now time.Time) (time.Time, bool) {
 	if v := h["Date"]; len(v) > 0 {
 		if t, ok := parseHTTPDate(v[0]); ok && saneDate(t, now) {
-			return t
+			return t, true
 		}
 		// Folded by a proxy into one line, or sent twice: the first valid.
 		var b [2]string
 		for _, item := range fieldItems(b[:0], v) {
 			if t, ok := parseHTTPDate(item); ok && saneDate(t, now) {
-				return t
+				return t, true
 			}
 		}
 	}
-	return now
+	return time.Time{}, false
 }
 
 // maxDateSkew is how far a response's Date may be from the local clock and

@@ -37,7 +37,8 @@ func FuzzParseReset(f *testing.F) {
 	for _, v := range []string{"42", "1773144060", "1773144001.250", "1773144030000", "2026-03-10T12:00:30Z",
 		"Tue, 10 Mar 2026 12:01:00 GMT", "6m0s", "547ms", "1.5s", "-1s", "9223372036s", "99999999999999999999",
 		"Tue Mar 10 2026 13:00:02 GMT+0100 (Central European Standard Time)", "Tue Mar 10 2026 13:00:02 GMT+0100 ()",
-		"2026-03-10 12:00:30Z", "2026-03-10T13:00:30+0100", "Tue, 10 Mar 2026 12:00:30 +0000"} {
+		"2026-03-10 12:00:30Z", "2026-03-10T13:00:30+0100", "Tue, 10 Mar 2026 12:00:30 +0000",
+		"2026-03-10T12:00:30", "2026-03-10 12:58:59.999", "2026-03-10T11:59", "9999-12-31 23:59"} {
 		f.Add(v, fuzzDate)
 	}
 	f.Fuzz(func(t *testing.T, v, date string) {
@@ -49,6 +50,13 @@ func FuzzParseReset(f *testing.F) {
 		} {
 			if d, ok := parse(v); d < 0 || (!ok && d != 0) {
 				t.Fatalf("%s(%q) = %v, %v", name, v, d, ok)
+			}
+		}
+		for _, layout := range []string{"2006-01-02T15:04:05.999999999", "2006-01-02 15:04"} {
+			if tm, err := time.Parse(layout, v); err == nil {
+				if d, ok := naiveReset(tm, newInput(in)); ok && (d < 0 || d >= naiveHorizon) || !ok && d != 0 {
+					t.Fatalf("naiveReset(%q) = %v, %v", v, d, ok)
+				}
 			}
 		}
 		if n, ok := parseCount(v); n < 0 || (!ok && n != 0) {
@@ -107,6 +115,7 @@ func FuzzVendor(f *testing.F) {
 	f.Add(uint16(400), "0", "Tue, 10 Mar 2026 12:00:30 GMT, Tue, 10 Mar 2026 12:00:45 GMT", `{"errors":[{"extensions":{"code":"RATELIMITED"}}]}`)
 	f.Add(uint16(403), "20, 20;w=60", "Tue Mar 10 2026 13:00:02 GMT+0100 (CET)", "")
 	f.Add(uint16(429), "jira-per-issue-on-write", "6m0s", `{"type":"error","error":{"type":"rate_limit_error","message":"Extra usage is required"}}`)
+	f.Add(uint16(429), "0", "2026-03-10T12:00:30", `{"error":"API_TOKEN_LIMIT_EXCEEDED","message":"Rate limit exceeded"}`)
 	f.Fuzz(func(t *testing.T, status uint16, a, b, body string) {
 		h := http.Header{"Date": {fuzzDate}}
 		for i, k := range vendorFields {
