@@ -152,8 +152,9 @@ func parseCount(v string) (int64, bool) {
 // with a fraction) or in milliseconds, told apart by their magnitude next to
 // the server's clock; a Go duration as OpenAI sends it ("6m0s", "547ms");
 // an RFC 3339 timestamp, or one without seconds as Atlassian sends it
-// ("2026-03-10T12:01Z"); an HTTP-date; or, within the bounds naiveReset
-// sets, a date-time without a zone.
+// ("2026-03-10T12:01Z"), or with a space and a numeric zone as Ruby's
+// Time#to_s writes it (Gusto's "2025-07-08 15:35:40 -0700"); an HTTP-date;
+// or, within the bounds naiveReset sets, a date-time without a zone.
 func parseReset(v string, in *input) (time.Duration, bool) {
 	v = trimOWS(v)
 	if v == "" {
@@ -171,10 +172,10 @@ func parseReset(v string, in *input) (time.Duration, bool) {
 		return 0, false
 	}
 	// RFC 3339 (with or without seconds, a space for the T as its 5.6
-	// allows), ISO 8601's offsets without a colon, and RFC 1123 with a
-	// numeric zone (PHP's date('r')).
+	// allows), ISO 8601's offsets without a colon, Ruby's Time#to_s (a space
+	// before the offset), and RFC 1123 with a numeric zone (PHP's date('r')).
 	for _, layout := range [...]string{time.RFC3339Nano, "2006-01-02T15:04Z07:00", "2006-01-02 15:04:05.999999999Z07:00",
-		"2006-01-02T15:04:05.999999999Z0700", time.RFC1123Z} {
+		"2006-01-02T15:04:05.999999999Z0700", "2006-01-02 15:04:05.999999999 -0700", time.RFC1123Z} {
 		if t, err := time.Parse(layout, v); err == nil {
 			return untilTime(t, in.ServerTime()), true
 		}

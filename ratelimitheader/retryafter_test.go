@@ -144,6 +144,8 @@ func TestParseResetWithoutZone(t *testing.T) {
 		{"date only", "2026-03-10", date, time.Time{}, 0, false},
 		// With a zone, the same times are instants, read however far off.
 		{"Z: an hour ahead", "2026-03-10T13:00:00Z", date, time.Time{}, time.Hour, true},
+		{"Ruby's Time#to_s (Gusto)", "2026-03-10 05:00:30 -0700", date, time.Time{}, 30 * time.Second, true},
+		{"Ruby's Time#to_s with a fraction", "2026-03-10 13:00:30.25 +0100", date, time.Time{}, 30250 * time.Millisecond, true},
 	} {
 		in := &Input{Header: c.hdr, Now: caseNow.Add(-time.Hour), ServerNow: c.srv}
 		if _, ok := dateOf(c.hdr, caseNow); !ok {

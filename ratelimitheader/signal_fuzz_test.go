@@ -38,7 +38,7 @@ func FuzzParseReset(f *testing.F) {
 		"Tue, 10 Mar 2026 12:01:00 GMT", "6m0s", "547ms", "1.5s", "-1s", "9223372036s", "99999999999999999999",
 		"Tue Mar 10 2026 13:00:02 GMT+0100 (Central European Standard Time)", "Tue Mar 10 2026 13:00:02 GMT+0100 ()",
 		"2026-03-10 12:00:30Z", "2026-03-10T13:00:30+0100", "Tue, 10 Mar 2026 12:00:30 +0000",
-		"2026-03-10T12:00:30", "2026-03-10 12:58:59.999", "2026-03-10T11:59", "9999-12-31 23:59"} {
+		"2026-03-10T12:00:30", "2026-03-10 12:58:59.999", "2026-03-10T11:59", "9999-12-31 23:59", "2026-03-10 05:00:30 -0700"} {
 		f.Add(v, fuzzDate)
 	}
 	f.Fuzz(func(t *testing.T, v, date string) {
@@ -116,6 +116,7 @@ func FuzzVendor(f *testing.F) {
 	f.Add(uint16(403), "20, 20;w=60", "Tue Mar 10 2026 13:00:02 GMT+0100 (CET)", "")
 	f.Add(uint16(429), "jira-per-issue-on-write", "6m0s", `{"type":"error","error":{"type":"rate_limit_error","message":"Extra usage is required"}}`)
 	f.Add(uint16(429), "0", "2026-03-10T12:00:30", `{"error":"API_TOKEN_LIMIT_EXCEEDED","message":"Rate limit exceeded"}`)
+	f.Add(uint16(200), "198", "2026-03-10 05:00:30 -0700", "")
 	f.Fuzz(func(t *testing.T, status uint16, a, b, body string) {
 		h := http.Header{"Date": {fuzzDate}}
 		for i, k := range vendorFields {
