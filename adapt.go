@@ -897,6 +897,7 @@ type aimdCycles struct {
 	heard     uint64  // answers to departures after resumeN (see holds)
 	lastAt1   int64   // when the first burst's last departure left
 	sent1     float64 // departures when the first burst's throttle came
+	t1        float64 // the first burst's span, in seconds, as measure took it; 0: unknown
 	ans0      int64   // when the first burst's first throttle came back
 	ans1      int64   // when its last throttle came back, as far as known
 	floor     float64 // the least pace the cut being made may keep (see measure); 0: none
@@ -1107,6 +1108,9 @@ func (a *aimd) measure(seq uint64, at, firstAt int64, ring []depRecord) (rate, k
 		// that: its throttles came back over as long.
 		t1 = max(t1, float64(a.c.ans1-a.c.ans0)/1e9)
 		a.c.n2, a.c.s2 = n, s
+		if t1 > 0 {
+			a.c.t1 = t1
+		}
 		if n <= a1+1 || s-t1 < 0.1 || t1 < 0 {
 			a.quotaBack(n)
 			return 0, 0, 0, false
@@ -1251,8 +1255,13 @@ func (a *aimd) overflows(rate float64, from, to int64, room float64) bool {
 // the rate let the bucket overflow, and its count measures less than r
 // (a bucket of 50/s burst 5: 43/s); the departures since it was last full
 // do not. B is taken as the larger of what a wait brings back and what the
-// first burst let through, so the bound stays one. Only spans over which a
-// request is under 4 % of the count are taken; 0s if none.
+// first burst let through, so the bound stays one; or, once the first
+// burst's span t1 is known, as what it let through less what came back
+// over that span at the rate bound, a1−r·t1, so that r ≥ (seq−j−a1)/(d−t1):
+// a flight of 8 workers lets 7 through a bucket of 5 at 50/s, and a rate
+// bound with 7 for B came 7 % low (46.6/s), where a1−r·t1 makes it 48/s.
+// Only spans over which a request is under 4 % of the count are taken; 0s
+// if none.
 func (a *aimd) lastFull(ring []depRecord, seq uint64, at int64) (rate, span float64) {
 	b := max(a.c.b0, a.c.burst)
 	for i := range ring {
@@ -1262,6 +1271,9 @@ func (a *aimd) lastFull(ring []depRecord, seq uint64, at int64) (rate, span floa
 		}
 		d := float64(at-r.at) / 1e9
 		c := (float64(seq-r.seq) - b) / d
+		if a.c.t1 > 0 && d > 2*a.c.t1 {
+			c = max(c, (float64(seq-r.seq)-a.c.burst)/(d-a.c.t1))
+		}
 		if c*d >= 25 && c > rate {
 			rate, span = c, d
 		}
