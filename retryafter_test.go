@@ -2,9 +2,6 @@ package headway_test
 
 import (
 	"fmt"
-	"math/rand/v2"
-	"net/http"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -185,41 +182,11 @@ func TestRetryAfterOnlyFewWorkers(t *testing.T) {
 	}
 }
 
-// spreadFlight delays each of the first n requests through it by a
-// random share of d (seeded), as opening n connections at once does: a
-// flight that leaves the client together reaches the server over d.
-type spreadFlight struct {
-	base http.RoundTripper
-	d    time.Duration
-	mu   sync.Mutex
-	n    int
-	rng  *rand.Rand
-}
-
-func (s *spreadFlight) RoundTrip(r *http.Request) (*http.Response, error) {
-	s.mu.Lock()
-	var w time.Duration
-	if s.n > 0 {
-		s.n--
-		w = time.Duration(s.rng.Int64N(int64(s.d) + 1))
-	}
-	s.mu.Unlock()
-	if w > 0 {
-		t := time.NewTimer(w)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-			return nil, r.Context().Err()
-		}
-	}
-	return s.base.RoundTrip(r)
-}
-
 // TestRetryAfterOnlyFlightSpread runs the Retry-After-only bucket of the
 // issue's row (20/s burst 10, whole-second waits) with the workers' first
 // flight reaching the server over 60 ms and 200 ms, as opening their
-// connections does (loopback, TLS), over 30 s of work. The bucket refills
+// connections does (loopback, TLS; fakeserver.Faults.Handshake), over 30 s
+// of work. The bucket refills
 // while the flight arrives, and the first burst lets through more than it
 // holds (11 to 14 of 10): the cycle after the first wait, sent at the
 // pace the flight went at, was throttled within 0.15 s with no more
@@ -234,34 +201,31 @@ func TestRetryAfterOnlyFlightSpread(t *testing.T) {
 		floor  [2]float64 // with 8 and 32 workers
 		worst  [2]int     // throttles in a second after the first; the target is 1
 	}{
-		// Before: 0.942 / 0.736; now 0.936 / 0.943.
+		// Before: 0.943 / 0.735; now 0.938 / 0.942.
 		{60 * time.Millisecond, [2]float64{0.92, 0.93}, [2]int{1, 1}},
-		// Before: 0.940 / 0.674, and 2 throttles in a second with 32
-		// workers; now 0.918 / 0.867. The first burst's count holds four
+		// Before: 0.859 / 0.674, and 2 throttles in a second with 32
+		// workers; now 0.889 / 0.867. The first burst's count holds four
 		// requests of refill, which its throttles' answers show only in
-		// part. With 8 workers the second cycle's slow start runs at 48/s,
-		// and a request is in flight when its throttle comes back (2 in
-		// that second).
-		{200 * time.Millisecond, [2]float64{0.90, 0.85}, [2]int{2, 1}},
+		// part. (With other draws of the spread, 8 workers met 2 in a
+		// second: the second cycle's slow start ran at 48/s, and a request
+		// was in flight when its throttle came back.)
+		{200 * time.Millisecond, [2]float64{0.87, 0.85}, [2]int{2, 1}},
 	} {
 		for i, workers := range []int{8, 32} {
 			t.Run(fmt.Sprintf("%v/%d", c.spread, workers), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					sh, _ := retryAfterOnly("spread", fakeserver.TokenBucket, 20, time.Second, 10)
+					sh.Config.Faults.Handshake, sh.Config.Faults.Handshakes = c.spread, workers
 					n := sh.Burst + 30*int(sh.Rate)
 					srv := fakeserver.New(sh.Config)
-					base := &spreadFlight{base: srv.Transport(), d: c.spread, n: workers, rng: rand.New(rand.NewPCG(1, 2))}
-					r := runShape(t, sh, srv, base, "http://api.test", n, workers)
+					r := runShape(t, sh, srv, srv.Transport(), "http://api.test", n, workers)
 					t.Log(r)
 					t.Logf("target: efficiency 0.95")
 					if r.efficiency < c.floor[i] {
 						t.Errorf("efficiency %.3f, want at least %.2f", r.efficiency, c.floor[i])
 					}
-					// The server counts as sent inside a wait those the
-					// spread held back past it; the Observer, under
-					// headway, counts when they left it.
-					if r.known != 0 {
-						t.Errorf("%d sent inside a wait the client knew of", r.known)
+					if r.ignored != 0 {
+						t.Errorf("%d sent inside a wait the client knew of", r.ignored)
 					}
 					if r.worst > c.worst[i] {
 						t.Errorf("%d throttles in a second after the first, want at most %d", r.worst, c.worst[i])

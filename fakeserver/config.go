@@ -209,7 +209,19 @@ type Faults struct {
 	// Jitter adds a random latency, uniform in [0, Jitter), to Latency.
 	Jitter time.Duration
 
-	// Seed seeds the random generator for ErrorRate, ResetRate and Jitter.
+	// Handshake, with Handshakes, holds each of the first Handshakes
+	// requests the server gets for a random time, uniform in [0,
+	// Handshake), before it counts it, as opening that many connections
+	// at once (TCP, TLS) spreads a flight that left a client together: a
+	// bucket refills while the flight arrives. Stats.Ignored counts such a
+	// request as of when it came in, not when it was counted (it could not
+	// have heard of a wait named meanwhile); Stats.Early, as of when it
+	// was counted. Zero in either means no hold.
+	Handshake  time.Duration
+	Handshakes int
+
+	// Seed seeds the random generator for ErrorRate, ResetRate, Jitter and
+	// Handshake.
 	Seed uint64
 }
 

@@ -73,6 +73,22 @@ func (s *Server) latency() time.Duration {
 	return d
 }
 
+// handshake returns how long to hold the request coming in before it is
+// counted (see Faults.Handshake).
+func (s *Server) handshake() time.Duration {
+	f := &s.cfg.Faults
+	if f.Handshake <= 0 || f.Handshakes <= 0 {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shaken >= f.Handshakes {
+		return 0
+	}
+	s.shaken++
+	return time.Duration(s.rng.Int64N(int64(f.Handshake)))
+}
+
 // fault decides whether the request arriving at now meets a fault, counts
 // it, and returns how to answer it. Called with s.mu held.
 func (s *Server) fault(now time.Time, h http.Header) (verdict, bool) {

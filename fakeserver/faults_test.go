@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -147,4 +148,71 @@ func TestLatencyLoopbackCancel(t *testing.T) {
 	}
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	// Close returns only once the handler has given up its one-minute wait.
+}
+
+// Handshake holds the first Handshakes requests a random time under it
+// before the server counts them, and no more: a flight sent at once
+// arrives spread, and the limiter sees it so.
+func TestHandshakeSpreadsTheFirstFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var mu sync.Mutex
+		var at []time.Duration
+		srv := New(Config{Limit: 100, Burst: 100, Faults: Faults{Handshake: 100 * time.Millisecond, Handshakes: 8, Seed: 3},
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				at = append(at, time.Since(start))
+				mu.Unlock()
+			})})
+		client := &http.Client{Transport: srv.Transport()}
+		get := func() {
+			resp, err := client.Get("http://api.test/x")
+			if assert.NoError(t, err) {
+				resp.Body.Close()
+			}
+		}
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(get)
+		}
+		wg.Wait()
+		require.Len(t, at, 8)
+		distinct := map[time.Duration]bool{}
+		for _, d := range at {
+			assert.Less(t, d, 100*time.Millisecond)
+			distinct[d] = true
+		}
+		assert.Greater(t, len(distinct), 4, "the flight arrives spread: %v", at)
+
+		// The ninth is not held.
+		mark := time.Since(start)
+		get()
+		assert.Equal(t, mark, at[8])
+		assert.Equal(t, int64(9), srv.Stats().Total)
+	})
+}
+
+// A request that Handshake holds past a rejection it could not have
+// heard of reaches the server inside the wait (Early) but is not counted
+// as sent after the client heard of it (Ignored).
+func TestHandshakeCountsEarlyAsOfArrival(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := New(Config{Limit: 1, Burst: 1, Dialect: RetryAfterSeconds{},
+			Faults: Faults{Handshake: 50 * time.Millisecond, Handshakes: 3, Seed: 1}})
+		client := &http.Client{Transport: srv.Transport()}
+		var wg sync.WaitGroup
+		for range 3 { // the third is counted after the second's 429 left
+			wg.Go(func() {
+				resp, err := client.Get("http://api.test/x")
+				if assert.NoError(t, err) {
+					resp.Body.Close()
+				}
+			})
+		}
+		wg.Wait()
+		st := srv.Stats()
+		assert.Equal(t, int64(2), st.Rejected)
+		assert.Equal(t, int64(1), st.Early)
+		assert.Zero(t, st.Ignored)
+	})
 }

@@ -27,6 +27,7 @@ type Server struct {
 	admitted []int64 // Unix nanoseconds of admitted requests, in order
 	rng      *rand.Rand
 	outage   [2]time.Time // [from, until) of the scheduled outage
+	shaken   int          // requests held for Faults.Handshake so far
 }
 
 // client is the state of one key.
@@ -100,8 +101,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Global.Key != nil {
 		token = s.cfg.Global.Key(r)
 	}
+	sent := now
+	if d := s.handshake(); d > 0 {
+		if !sleepCtx(r.Context(), d) {
+			return // the client gave up
+		}
+		now = s.cfg.Now()
+	}
 	h := make(http.Header)
-	v := s.decide(now, key, token, h)
+	v := s.decide(now, sent, key, token, h)
 	switch v.kind {
 	case verdictReset:
 		resetConn(w)
@@ -130,10 +138,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(v.body)
 }
 
-// decide counts the request arriving at now with key and decides how to
-// answer it, adding the dialect's headers to h.
-func (s *Server) decide(now time.Time, key, token string, h http.Header) verdict {
-	t := now.UnixNano()
+// decide counts the request arriving at now with key (sent when it came
+// in: before now if Faults.Handshake held it) and decides how to answer
+// it, adding the dialect's headers to h.
+func (s *Server) decide(now, sent time.Time, key, token string, h http.Header) verdict {
+	t, ts := now.UnixNano(), sent.UnixNano()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats.Total++
@@ -141,7 +150,7 @@ func (s *Server) decide(now time.Time, key, token string, h http.Header) verdict
 	if (c != nil && t < c.notBefore) || (g != nil && t < g.notBefore) {
 		s.stats.Early++
 	}
-	if c.ignores(t) || g.ignores(t) {
+	if c.ignores(ts) || g.ignores(ts) {
 		s.stats.Ignored++
 	}
 	v := verdict{delay: s.latency()}

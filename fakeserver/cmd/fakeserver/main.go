@@ -73,6 +73,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		resetRate    = fs.Float64("reset-rate", 0, "share of requests whose connection is reset")
 		latency      = fs.Duration("latency", 0, "latency added to every response")
 		jitter       = fs.Duration("jitter", 0, "random extra latency, up to this much")
+		handshake    = fs.Duration("handshake", 0, "hold each of the first -handshakes requests up to this long before counting it, as opening connections does")
+		handshakes   = fs.Int("handshakes", 0, "requests that -handshake holds")
 		seed         = fs.Uint64("seed", 1, "seed of the random faults")
 
 		block         = fs.Duration("block", 0, "block a key this long after its limit rejects a request (0: none)")
@@ -130,6 +132,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			ResetRate:    *resetRate,
 			Latency:      *latency,
 			Jitter:       *jitter,
+			Handshake:    *handshake,
+			Handshakes:   *handshakes,
 			Seed:         *seed,
 		},
 		Penalty: fakeserver.Penalty{
