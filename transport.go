@@ -157,7 +157,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// quota's slot, a hook), and the stall rule is on. (A body of
 		// http.NoBody takes the general way: sending.)
 		early := t.early && c.attempt == 1 && req.Body == nil
-		err := t.admit(c.ctx, c.key, req, cost, c.attempt > 1, early, until, &s)
+		// A request whose context is done is not sent: it would spend a
+		// slot of its key's limits (and its budget) on a request that the
+		// base fails at once, or that nobody waits for.
+		err := c.ctx.Err()
+		if err == nil {
+			err = t.admit(c.ctx, c.key, req, cost, c.attempt > 1, early, until, &s)
+		}
 		if o != nil {
 			if err != nil {
 				o.rejected(c.ctx, req, c.key, c.attempt, err)

@@ -1,0 +1,55 @@
+package headway
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A request whose context is already done is not sent and spends nothing
+// of its key's limits: it fails at once with its context's error and its
+// body closed. Before, one that found a free slot was handed to the base
+// (which net/http fails at once) and spent a slot of the key's limits, so
+// that the next request waited for one that was never used.
+func TestARequestWhoseContextIsDoneIsNotSent(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+		want error
+	}{
+		{"cancelled", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			return ctx, cancel
+		}, context.Canceled},
+		{"deadline past", func() (context.Context, context.CancelFunc) {
+			return context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+		}, context.DeadlineExceeded},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				stub := &stubRT{}
+				tr := New(stub, WithLimit(PerSecond(1)))
+				ctx, cancel := c.ctx()
+				defer cancel()
+				req, body := newBodyReq(t, "http://api.test/")
+				resp, err := tr.RoundTrip(req.WithContext(ctx))
+				assert.Nil(t, resp)
+				assert.ErrorIs(t, err, c.want)
+				assert.Equal(t, int64(1), body.closes.Load())
+				assert.Zero(t, stub.count(), "not sent")
+
+				start := time.Now()
+				resp, err = tr.RoundTrip(mustReq(t, "http://api.test/"))
+				require.NoError(t, err)
+				drain(resp)
+				assert.Zero(t, time.Since(start), "the key's slot was not spent")
+			})
+		})
+	}
+}
+
