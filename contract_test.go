@@ -2,6 +2,9 @@ package headway
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -53,3 +56,48 @@ func TestARequestWhoseContextIsDoneIsNotSent(t *testing.T) {
 	}
 }
 
+// nilBodyRT answers 503 then 200, as a base that breaks the RoundTripper
+// contract: its responses have no Body.
+type nilBodyRT struct{ n atomic.Int64 }
+
+func (r *nilBodyRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	status := http.StatusOK
+	if r.n.Add(1) == 1 {
+		status = http.StatusServiceUnavailable
+	}
+	return &http.Response{StatusCode: status, Header: http.Header{}, Request: req}, nil
+}
+
+// A response without a Body, from a base that breaks the RoundTripper
+// contract, is retried like any other (http.Client reads such a body as
+// empty). Before, the retry panicked closing the kept response's nil Body.
+func TestAResponseWithoutABodyIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &nilBodyRT{}
+		resp, err := New(base).RoundTrip(mustReq(t, "http://api.test/"))
+		require.NoError(t, err)
+		drain(resp)
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, int64(2), base.n.Load())
+	})
+}
+
+// The kept response without a Body goes back, readable, when its retry
+// cannot start in time.
+func TestAKeptResponseWithoutABodyIsTheAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &nilBodyRT{}
+		tr := New(base, WithQueue(QueueOptions{MaxWait: time.Millisecond}), WithMaxInFlight(1))
+		// The 503 holds the key for a probe that MaxWait cannot wait for.
+		resp, err := tr.RoundTrip(mustReq(t, "http://api.test/"))
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		resp.Body.Close()
+		t.Logf("status %d after %d sent", resp.StatusCode, base.n.Load())
+		assert.Empty(t, b)
+	})
+}

@@ -309,6 +309,11 @@ func (c *call) canResend() bool {
 // keep holds resp, a response about to be retried, as the answer should
 // the retry not be sent: a copy of a small one, or nothing.
 func (c *call) keep(resp *http.Response) {
+	if resp.Body == nil {
+		// A base that breaks the RoundTripper contract: the kept response
+		// is closed later, as http.Client would read it, empty.
+		resp.Body = http.NoBody
+	}
 	if c.last = buffer(resp, maxBufferedThrottle); c.last == nil {
 		drainAndClose(resp)
 	}
