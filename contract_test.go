@@ -101,3 +101,15 @@ func TestAKeptResponseWithoutABodyIsTheAnswer(t *testing.T) {
 		assert.Empty(t, b)
 	})
 }
+
+// A request without a URL fails with an error, its body closed, as
+// net/http's Transport fails it. Before, RoundTrip panicked.
+func TestARequestWithoutAURLFails(t *testing.T) {
+	stub := &stubRT{}
+	body := &closeCounter{}
+	resp, err := New(stub).RoundTrip(&http.Request{Method: http.MethodPost, Header: http.Header{}, Body: body})
+	assert.Nil(t, resp)
+	assert.ErrorIs(t, err, errNilURL)
+	assert.Equal(t, int64(1), body.closes.Load())
+	assert.Zero(t, stub.count())
+}

@@ -28,6 +28,10 @@ var (
 	// returned neither a response nor an error.
 	errNilResponse = errors.New("headway: base RoundTripper returned a nil response and a nil error")
 
+	// errNilURL is the error of a request without a URL, which net/http's
+	// Transport fails with an error of its own too.
+	errNilURL = errors.New("headway: nil Request.URL")
+
 	// errEvicted tells acquire's caller that the key was evicted between
 	// look-up and lock; it never reaches a user.
 	errEvicted = errors.New("headway: key evicted")

@@ -118,6 +118,10 @@ func (e *keyEnv) clock() time.Time { return time.Now() }
 // req's context ends while it waits. A request that got no response on its
 // last attempt fails with a *RetryError.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL == nil {
+		closeBody(req)
+		return nil, errNilURL // as net/http's Transport fails it
+	}
 	ctx := req.Context()
 	cost := t.cfg.costOf(ctx, req)
 	if cost < 0 {
