@@ -10,9 +10,9 @@ const (
 	// maxPeek bounds the prefix of an error response's body that signal
 	// parsing reads (Discord's retry_after, OpenAI's insufficient_quota).
 	maxPeek = 4 << 10
-	// maxBufferedThrottle bounds the throttled response kept in memory
-	// while its request waits to be sent again; a larger one goes back to
-	// the caller instead.
+	// maxBufferedThrottle bounds the response (a throttle, a 5xx) kept in
+	// memory while its request waits to be sent again; a larger one goes
+	// back to the caller instead, unretried.
 	maxBufferedThrottle = 64 << 10
 )
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -112,4 +113,51 @@ func TestARequestWithoutAURLFails(t *testing.T) {
 	assert.ErrorIs(t, err, errNilURL)
 	assert.Equal(t, int64(1), body.closes.Load())
 	assert.Zero(t, stub.count())
+}
+
+// bigBodyRT answers 503 with a body larger than a kept response may be,
+// then 200, and counts the bodies closed.
+type bigBodyRT struct {
+	n, closes atomic.Int64
+}
+
+func (r *bigBodyRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	status := http.StatusOK
+	if r.n.Add(1) == 1 {
+		status = http.StatusServiceUnavailable
+	}
+	body := &countedClose{strings.NewReader(strings.Repeat("x", maxBufferedThrottle+1)), &r.closes}
+	return &http.Response{StatusCode: status, Header: http.Header{}, Body: body, Request: req}, nil
+}
+
+type countedClose struct {
+	io.Reader
+	n *atomic.Int64
+}
+
+func (c *countedClose) Close() error { c.n.Add(1); return nil }
+
+// A response too large to keep while its retry waits goes back to the
+// caller, whole, as maxBufferedThrottle says. Before, it was drained and
+// dropped, and a retry that could not be sent in time (here: the host is
+// down and its probe comes after the deadline) failed the request with a
+// *RetryError though it got a response; a small one came back as the
+// answer.
+func TestAResponseTooLargeToKeepIsTheAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &bigBodyRT{}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/", nil)
+		require.NoError(t, err)
+		resp, err := New(base, WithMaxInFlight(1)).RoundTrip(req)
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.Len(t, b, maxBufferedThrottle+1, "whole")
+		resp.Body.Close()
+		assert.Equal(t, int64(1), base.n.Load(), "not retried")
+		assert.Equal(t, int64(1), base.closes.Load())
+	})
 }

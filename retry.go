@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -472,9 +471,10 @@ func (r *retrier) attempt() (*http.Request, error) { return r.rp.attempt() }
 
 // next records that an attempt was sent and ended at now with resp or err
 // (sig is ratelimitheader.Parse's reading of resp), and decides whether to retry it.
-// When it returns true, the caller drains and closes resp (drainAndClose)
-// and sends the next attempt no sooner than delay from now; otherwise it
-// returns resp as it is, or err through fail.
+// When it returns true, the caller keeps a copy of resp (or returns resp
+// when it is too large to keep, see maxBufferedThrottle) and sends the
+// next attempt no sooner than delay from now; otherwise it returns resp as
+// it is, or err through fail.
 func (r *retrier) next(resp *http.Response, err error, sig ratelimitheader.Signal, now time.Time) (delay time.Duration, retry bool) {
 	r.attempts++
 	free := r.heldProbe && r.p.maxAttempts > 1 // MaxAttempts 1: no retry at all
@@ -557,17 +557,3 @@ func (j *fullJitter) Reset() { j.b.Reset() }
 type clockAt struct{ t time.Time }
 
 func (c *clockAt) Now() time.Time { return c.t }
-
-// drainLimit is the most of a discarded response body read so that its
-// connection can be reused; a longer body is cut and its connection closed.
-const drainLimit = 4 << 10
-
-// drainAndClose reads at most drainLimit bytes of resp's body and closes
-// it, so that the connection goes back to the pool before a retry.
-func drainAndClose(resp *http.Response) {
-	if resp == nil || resp.Body == nil {
-		return
-	}
-	io.CopyN(io.Discard, resp.Body, drainLimit)
-	resp.Body.Close()
-}

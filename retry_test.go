@@ -444,17 +444,6 @@ func (b *sizedBody) Read(p []byte) (int, error) {
 
 func (b *sizedBody) Close() error { b.closes.Add(1); return nil }
 
-func TestDrainAndClose(t *testing.T) {
-	for _, size := range []int{0, 100, drainLimit, 10 * drainLimit} {
-		b := &sizedBody{Reader: strings.NewReader(strings.Repeat("x", size))}
-		drainAndClose(&http.Response{Body: b})
-		assert.Equal(t, int64(min(size, drainLimit)), b.read.Load(), "size %d", size)
-		assert.Equal(t, int64(1), b.closes.Load())
-	}
-	drainAndClose(nil)
-	drainAndClose(&http.Response{})
-}
-
 // step is one answer of a stepRT: a status with header fields, or an
 // error.
 type step struct {

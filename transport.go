@@ -225,7 +225,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return s.answer(resp), nil
 		}
 		if err == nil {
-			c.keep(resp)
+			if !c.keep(resp) {
+				// Too large to hold while its retry waits, it is the
+				// answer: a retry that could not be sent in time would
+				// leave the caller an error for a request that got a
+				// response (see maxBufferedThrottle).
+				return s.answer(resp), nil
+			}
 			s.free()
 		}
 		if sig.Throttled || c.r.held {
@@ -311,16 +317,17 @@ func (c *call) canResend() bool {
 }
 
 // keep holds resp, a response about to be retried, as the answer should
-// the retry not be sent: a copy of a small one, or nothing.
-func (c *call) keep(resp *http.Response) {
+// the retry not be sent: a copy of it, with its original body read and
+// closed so that its connection is reused. It reports false, and leaves
+// resp readable from the start, when its body is too large to hold.
+func (c *call) keep(resp *http.Response) bool {
 	if resp.Body == nil {
 		// A base that breaks the RoundTripper contract: the kept response
 		// is closed later, as http.Client would read it, empty.
 		resp.Body = http.NoBody
 	}
-	if c.last = buffer(resp, maxBufferedThrottle); c.last == nil {
-		drainAndClose(resp)
-	}
+	c.last = buffer(resp, maxBufferedThrottle)
+	return c.last != nil
 }
 
 // prepare returns the request to send as the attempt of slot s: the first
