@@ -20,7 +20,8 @@ import (
 //
 // A Transport is safe for concurrent use by multiple goroutines. It never
 // modifies the request it is given, and it closes the request's body on
-// every path, as http.RoundTripper requires.
+// every path, as http.RoundTripper requires. Make one with New: the zero
+// Transport is not usable.
 type Transport struct {
 	keyEnv // what its keys may see of it
 	base   http.RoundTripper
