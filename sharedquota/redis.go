@@ -810,8 +810,8 @@ func (r *Redis) up(ks *keyState) {
 // which says nothing of Redis. An error that only this key's hash causes
 // (it holds a value of another type: WRONGTYPE; a script failed on what it
 // holds) leaves that key alone for the retry interval, deciding by the
-// FailureMode, and the other keys shared; any other failure marks Redis
-// down.
+// FailureMode, and the other keys shared; so does a reply of the wrong
+// shape (Redis answered: it is up). Any other failure marks Redis down.
 func (r *Redis) failed(ctx context.Context, ks *keyState, err error) (callerGone bool) {
 	if ctx.Err() != nil {
 		r.health.probing.Store(false)
@@ -820,12 +820,17 @@ func (r *Redis) failed(ctx context.Context, ks *keyState, err error) (callerGone
 		}
 		return true
 	}
-	if errors.Is(err, ErrBadReply) {
-		return false // Redis answered: it is up, the reply is what is wrong
+	// Whatever the error, this call's turn to try again (if it had one)
+	// ends here: a turn left taken keeps Redis, or the key, down for good.
+	if ks != nil {
+		ks.health.probing.Store(false)
 	}
 	until := r.now() + int64(r.cfg.retry)
-	if ks != nil && keyError(err) {
-		if ks.health.down(until, err) {
+	if errors.Is(err, ErrBadReply) || keyError(err) {
+		// Redis answered: it is up (this call may have been the one to
+		// try it again); the reply, or what one key holds, is wrong.
+		r.up(nil)
+		if ks != nil && keyError(err) && ks.health.down(until, err) {
 			r.logWarn("headway/sharedquota: a key's hash in Redis is unusable: that key alone falls back to its failure mode",
 				slog.String("mode", r.cfg.mode.String()), slog.String("err", err.Error()))
 		}
