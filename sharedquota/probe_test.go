@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/headway-go/headway"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestAProbeAnsweredByOneKeyEndsTheFall: the call that tries Redis again
@@ -102,5 +103,54 @@ func TestABadReplyLeavesNoTurnTaken(t *testing.T) {
 		}
 		q.health.up()
 		ks.health.up()
+	}
+}
+
+// TestLeasedSlotsGoWithAPauseAskedFor: a process that learns of a pause by
+// asking Redis (PausedFor, as through a Ring, or while its subscription is
+// broken) drops its leased slots, as it does when it hears of the pause:
+// the requests held by the pause reserve again one slot apart, not all at
+// its end. (They used to keep their leased slots, each moved to the
+// pause's end: a lease's worth of requests left at once as it ended.)
+func TestLeasedSlotsGoWithAPauseAskedFor(t *testing.T) {
+	addr := redisAddr(t)
+	newRing := func() *redis.Ring {
+		r := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": addr}, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	a := newQuota(t, newRing(), WithHeartbeat(time.Hour))
+	b := NewRedis(newRing(), WithPrefix(a.cfg.prefix), WithTimeout(slowTimeout), WithLease(10), WithHeartbeat(time.Hour))
+	defer b.Close()
+	ctx := context.Background()
+	lim := headway.Every(time.Second)
+	if d := reserve(t, b, "k", 1, lim); d != 0 {
+		t.Fatalf("b's first reservation waits %v", d)
+	}
+	// Four requests of b hold leased slots 1s to 4s apart.
+	for i := 1; i <= 4; i++ {
+		if d := reserve(t, b, "k", 1, lim); !near(d, time.Duration(i)*time.Second) {
+			t.Fatalf("b's reservation %d waits %v", i, d)
+		}
+	}
+	// A pause past the slots b still holds (5s to 9s).
+	if err := a.Pause(ctx, "k", 9*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * pauseCoalesce)
+	// Each of the four, awake at its slot, finds the key paused and
+	// reserves again, as a Transport does.
+	var waits []time.Duration
+	for range 4 {
+		p, err := b.PausedFor(ctx, "k")
+		if err != nil || p <= 0 {
+			t.Fatalf("PausedFor: %v, %v", p, err)
+		}
+		waits = append(waits, reserve(t, b, "k", 1, lim))
+	}
+	for i := 1; i < len(waits); i++ {
+		if waits[i]-waits[i-1] < time.Second-nearSlack {
+			t.Fatalf("after the pause, b's held requests wait %v: more than one (the burst) in a slot", waits)
+		}
 	}
 }

@@ -360,9 +360,27 @@ func (ks *keyState) shared(now, w, withinUs int64, tail replyTail, grace int64) 
 	}
 	ks.lastDep = max(ks.lastDep, now+tail.last*1000)
 	ks.lastDepAt = now
-	ks.pauseUntil = max(ks.pauseUntil, now+tail.pause*1000)
+	ks.pausedTill(now + tail.pause*1000)
 	ks.mu.Unlock()
 	ks.checked.Store(now)
+}
+
+// pausedTill notes that Redis holds the key's pause until until
+// (monotonic ns). A pause that ends later than this process knew drops the
+// leased slots it covers, as Pause and a published pause drop them all:
+// booked before it, each would otherwise be moved to its end, and a
+// lease's worth of requests would leave at once as it ends. The caller
+// locks ks.
+func (ks *keyState) pausedTill(until int64) {
+	if until <= ks.pauseUntil {
+		return
+	}
+	ks.pauseUntil = until
+	i := 0
+	for i < len(ks.slots) && ks.slots[i] < until {
+		i++
+	}
+	ks.slots = ks.slots[i:]
 }
 
 // fallbackFrom returns, under ks.mu, where a fallback entered at now
@@ -507,7 +525,7 @@ func (r *Redis) PausedFor(ctx context.Context, key string) (time.Duration, error
 		if left, err = r.leftReply("paused", v); err == nil {
 			r.up(ks)
 			ks.mu.Lock()
-			ks.pauseUntil = max(ks.pauseUntil, r.now()+left*1000)
+			ks.pausedTill(r.now() + left*1000)
 			ks.mu.Unlock()
 			return ks.pausedFor(r.now()), nil
 		}
