@@ -20,6 +20,7 @@ func TestRecoversWithTheDefaultClient(t *testing.T) {
 	defer b.Close()
 	lim := headway.PerSecond(1000).WithBurst(1000)
 	ctx := context.Background()
+	reserve(t, b, "k", 1, lim) // b knows the key: it hears of its pauses
 	waitFor(t, 10*time.Second, func() bool {
 		_, err := a.Reserve(ctx, "k", []headway.Limit{lim}, 1, forever)
 		return err == nil && a.sub.since.Load() != 0 && b.sub.since.Load() != 0 && a.Stats().Degraded == 0
