@@ -125,6 +125,10 @@ type serverModel struct {
 	answered uint64 // responses received
 
 	lastTake int64 // when the last departure left
+
+	// flightMin is the shortest time an answer has taken to come back,
+	// from its departure; 0: none yet.
+	flightMin int64
 	nextAt   int64 // with spread: the next departure, at the earliest
 
 	// deps, last: every departure reads it (see keyState.takePlain), and
@@ -243,7 +247,11 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 		// Sent before the present window's first answer and counted in a
 		// window that has ended: what it had left says nothing of this one.
 	default:
-		pred, alone := m.groupPred(rec)
+		flight := max(now-rec.at, 0)
+		if m.flightMin == 0 || flight < m.flightMin {
+			m.flightMin = max(flight, 1)
+		}
+		pred, alone := m.groupPred(rec, flight-m.flightMin)
 		if sig.Throttled {
 			// The server did not count a rejected request: give back the
 			// token the model spent on it.
@@ -460,10 +468,10 @@ func (m *serverModel) stays(now, flight int64, left float64, reset time.Duration
 // groupPred returns the level the model predicted after rec's departure and
 // every other that left within groupSpan of it, which the server may have
 // counted before it, and whether there was no such other.
-func (m *serverModel) groupPred(rec *depRecord) (pred float64, alone bool) {
+func (m *serverModel) groupPred(rec *depRecord, late int64) (pred float64, alone bool) {
 	pred, alone = rec.pred, true
 	for i := range m.ring() {
-		if r := &m.deps[i]; r.seq != 0 && r != rec && r.ok && r.at >= rec.at-groupSpan && r.at <= rec.at+groupSpan {
+		if r := &m.deps[i]; r.seq != 0 && r != rec && r.ok && r.at >= rec.at-groupSpan && r.at <= rec.at+groupSpan+late {
 			pred, alone = min(pred, r.pred), false
 		}
 	}
@@ -658,7 +666,7 @@ func (m *serverModel) level(now int64) float64 {
 		}
 	} else if m.resetAt > 0 && now >= m.resetAt {
 		t = max(t, m.cap)
-		if next := m.nextReset(now); next > now && now >= next-int64(m.gap) {
+		if next := m.nextReset(now); next > now && now >= next-int64(m.gap) && (m.period <= 0 || int64(m.gap) < m.period/2) {
 			// Past the reset, and no request left since: a window's next
 			// end is a period on, and may come sooner (see gap).
 			t = 0

@@ -165,6 +165,43 @@ func TestServerModelAnAnswerThatOvertookOthersLiftsNothing(t *testing.T) {
 	assert.LessOrEqual(t, m.level(103*ms), 2.0)
 }
 
+// An answer that came back slower than the fastest by more than
+// groupSpan may have reached the server after departures that left
+// within that much after it (a connection still opening held it), so its
+// prediction is the level after them too. Taken alone, its lower count
+// made a wrong prediction, the model was lowered by it, and a margin kept
+// back 3 of 100 requests a window (GitHub's fixed windows, the first
+// flight spread over 100 ms: a fourth window for the last 3 requests).
+func TestServerModelASlowAnswerIsComparedWithWhatLeftMeanwhile(t *testing.T) {
+	ms := int64(time.Millisecond)
+	m := serverModel{known: true, cap: 10, tokens: 10}
+	m.track()
+	m.take(0, 1)
+	m.take(30*ms, 2)
+	m.take(60*ms, 3)
+	// #2 and #3 came back in 20 ms; #1, held 70 ms on its way, was counted
+	// after them: 7 left.
+	m.observe(50*ms, 2, 3, &ratelimitheader.Signal{HasRemaining: true, Remaining: 9})
+	m.observe(80*ms, 3, 3, &ratelimitheader.Signal{HasRemaining: true, Remaining: 8})
+	m.observe(90*ms, 1, 3, &ratelimitheader.Signal{HasRemaining: true, Remaining: 7})
+	assert.InDelta(t, 7, m.level(90*ms), 1e-9, "the model neither gained nor lost a request")
+	assert.Zero(t, m.margin, "no prediction was wrong")
+}
+
+// A window whose boundary may come up to gap before the end stated is
+// held for that gap only if the gap is shorter than the window: answers
+// of a bucket spread over 100 ms by opening connections measured a
+// "period" of 100 ms with a gap of 250 ms, the model was empty at every
+// instant, and its key armed its timer every 100 ms for good with
+// nothing sent (OpenAI's bucket, 32 workers: a hang).
+func TestServerModelAGapLongerThanItsWindowHoldsNothing(t *testing.T) {
+	ms := int64(time.Millisecond)
+	m := serverModel{known: true, cap: 20, window: true, resetAt: 1000 * ms, resetSeen: 1000 * ms,
+		period: 100 * ms, gap: int32(250 * ms), gapSet: true}
+	assert.Equal(t, 20.0, m.level(5000*ms))
+	assert.Equal(t, int64(5000*ms), m.earliest(5000*ms, 1))
+}
+
 // With no refill known and nothing left, one request finds out, but not
 // at once: a while after the last departure.
 func TestServerModelProbesAWhileAfterTheLastDeparture(t *testing.T) {
