@@ -125,11 +125,11 @@ type serverModel struct {
 	answered uint64 // responses received
 
 	lastTake int64 // when the last departure left
+	nextAt   int64 // with spread: the next departure, at the earliest
 
 	// flightMin is the shortest time an answer has taken to come back,
 	// from its departure; 0: none yet.
 	flightMin int64
-	nextAt   int64 // with spread: the next departure, at the earliest
 
 	// deps, last: every departure reads it (see keyState.takePlain), and
 	// a key keeps it on one cache line with its window's taken.
