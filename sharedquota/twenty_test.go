@@ -79,6 +79,22 @@ func TestTwentyClientsShareOneSchedule(t *testing.T) {
 			if err := qs[0].Pause(context.Background(), "k", pause); err != nil {
 				t.Fatal(err)
 			}
+			// The others hear of it through the subscription, a moment
+			// later: until then a process with leased slots may use them,
+			// as it may send a request the instant before a pause is set
+			// (under CI's load, one left at once). The schedule after a
+			// pause is checked once every process knows of it.
+			for i, q := range qs {
+				for deadline := time.Now().Add(5 * time.Second); ; {
+					if d, _ := q.PausedFor(context.Background(), "k"); d > 0 {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("quota %d never heard of the pause", i)
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
 			_, deps = round()
 			check("after the pause", before.Add(pause), deps)
 		})
