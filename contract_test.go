@@ -161,3 +161,18 @@ func TestAResponseTooLargeToKeepIsTheAnswer(t *testing.T) {
 		assert.Equal(t, int64(1), base.closes.Load())
 	})
 }
+
+// A nil option is ignored, as an option chosen at run time may be: New
+// panicked on it.
+func TestANilOptionIsIgnored(t *testing.T) {
+	var maybe Option // none chosen
+	stub := &stubRT{}
+	var tr *Transport
+	require.NotPanics(t, func() { tr = New(stub, maybe, WithLimit(PerSecond(10)), nil) })
+	req, err := http.NewRequest(http.MethodGet, "http://api.test/x", nil)
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 1, stub.count())
+}

@@ -39,15 +39,18 @@ type Transport struct {
 }
 
 // New returns a Transport that sends requests through base once their key's
-// limits allow. A nil base means http.DefaultTransport. New panics if an
-// option holds an invalid Limit.
+// limits allow. A nil base means http.DefaultTransport, and a nil option is
+// ignored (an option chosen at run time, or none). New panics if an option
+// holds an invalid Limit.
 func New(base http.RoundTripper, opts ...Option) *Transport {
 	if base == nil {
 		base = http.DefaultTransport
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
-		o.apply(&cfg)
+		if o != nil {
+			o.apply(&cfg)
+		}
 	}
 	if cfg.queue.MaxLen == 0 {
 		cfg.queue.MaxLen = defaultQueueLen
