@@ -1115,11 +1115,8 @@ func (a *aimd) measure(seq uint64, at, firstAt int64, ring []depRecord) (rate, k
 		// more for TLS over a network), and the bucket refilled over
 		// that: its throttles came back over as long.
 		t1 = max(t1, float64(a.c.ans1-a.c.ans0)/1e9)
-		a.c.n2, a.c.s2 = n, s
-		if t1 > 0 {
-			a.c.t1 = t1
-		}
-		if n <= a1+1 || s-t1 < 0.1 || t1 < 0 {
+		a.c.n2, a.c.s2, a.c.t1 = n, s, t1
+		if n <= a1+1 || s-t1 < 0.1 {
 			a.quotaBack(n)
 			return 0, 0, 0, false
 		}

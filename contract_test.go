@@ -116,9 +116,10 @@ func TestARequestWithoutAURLFails(t *testing.T) {
 }
 
 // bigBodyRT answers 503 with a body larger than a kept response may be,
-// then 200, and counts the bodies closed.
+// then 200, one request at a time, and keeps the last body.
 type bigBodyRT struct {
-	n, closes atomic.Int64
+	n    atomic.Int64
+	body *closeCounter
 }
 
 func (r *bigBodyRT) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -126,16 +127,9 @@ func (r *bigBodyRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	if r.n.Add(1) == 1 {
 		status = http.StatusServiceUnavailable
 	}
-	body := &countedClose{strings.NewReader(strings.Repeat("x", maxBufferedThrottle+1)), &r.closes}
-	return &http.Response{StatusCode: status, Header: http.Header{}, Body: body, Request: req}, nil
+	r.body = &closeCounter{Reader: strings.NewReader(strings.Repeat("x", maxBufferedThrottle+1))}
+	return &http.Response{StatusCode: status, Header: http.Header{}, Body: r.body, Request: req}, nil
 }
-
-type countedClose struct {
-	io.Reader
-	n *atomic.Int64
-}
-
-func (c *countedClose) Close() error { c.n.Add(1); return nil }
 
 // A response too large to keep while its retry waits goes back to the
 // caller, whole, as maxBufferedThrottle says. Before, it was drained and
@@ -158,7 +152,7 @@ func TestAResponseTooLargeToKeepIsTheAnswer(t *testing.T) {
 		assert.Len(t, b, maxBufferedThrottle+1, "whole")
 		resp.Body.Close()
 		assert.Equal(t, int64(1), base.n.Load(), "not retried")
-		assert.Equal(t, int64(1), base.closes.Load())
+		assert.Equal(t, int64(1), base.body.closes.Load())
 	})
 }
 

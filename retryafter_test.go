@@ -213,24 +213,9 @@ func TestRetryAfterOnlyFlightSpread(t *testing.T) {
 	} {
 		for i, workers := range []int{8, 32} {
 			t.Run(fmt.Sprintf("%v/%d", c.spread, workers), func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) {
-					sh, _ := retryAfterOnly("spread", fakeserver.TokenBucket, 20, time.Second, 10)
-					sh.Config.Faults.Handshake, sh.Config.Faults.Handshakes = c.spread, workers
-					n := sh.Burst + 30*int(sh.Rate)
-					srv := fakeserver.New(sh.Config)
-					r := runShape(t, sh, srv, srv.Transport(), "http://api.test", n, workers)
-					t.Log(r)
-					t.Logf("target: efficiency 0.95")
-					if r.efficiency < c.floor[i] {
-						t.Errorf("efficiency %.3f, want at least %.2f", r.efficiency, c.floor[i])
-					}
-					if r.ignored != 0 {
-						t.Errorf("%d sent inside a wait the client knew of", r.ignored)
-					}
-					if r.worst > c.worst[i] {
-						t.Errorf("%d throttles in a second after the first, want at most %d", r.worst, c.worst[i])
-					}
-				})
+				sh, _ := retryAfterOnly("spread", fakeserver.TokenBucket, 20, time.Second, 10)
+				sh.Config.Faults.Handshake, sh.Config.Faults.Handshakes = c.spread, workers
+				holdRetryAfterOnly(t, sh, sh.Burst+30*int(sh.Rate), workers, 0, c.floor[i], c.worst[i])
 			})
 		}
 	}

@@ -35,7 +35,8 @@ import (
 // A reset may be a delta in seconds, an epoch in seconds or milliseconds,
 // a Go duration, an RFC 3339 timestamp (with or without seconds), an
 // HTTP-date, or a date-time without a zone, read as UTC only within the
-// hour after the response's Date where no other zone fits; see parseReset. A count may be a decimal (Reddit's 599.0).
+// hour after the response's Date where no other zone fits; see parseReset.
+// A count may be a decimal (Reddit's 599.0).
 // X-RateLimit-Bucket (Discord) and X-RateLimit-Resource (GitHub) name the
 // signal's Bucket.
 //

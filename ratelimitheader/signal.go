@@ -209,10 +209,22 @@ type Input struct {
 // set, else the response's Date header if it is within 30 days of Now (a
 // Date further off is taken as broken), else Now.
 func (in *Input) ServerTime() time.Time {
+	t, _ := in.serverClock()
+	return t
+}
+
+// serverClock returns ServerTime, and whether the response told the
+// server's clock (ServerNow is set, or the Date is valid) rather than the
+// local clock standing in for it.
+func (in *Input) serverClock() (time.Time, bool) {
 	if !in.ServerNow.IsZero() {
-		return in.ServerNow
+		return in.ServerNow, true
 	}
-	return serverTime(in.Header, in.now())
+	now := in.now()
+	if t, ok := dateOf(in.Header, now); ok {
+		return t, true
+	}
+	return now, false
 }
 
 // input is the working copy of an Input that a parse hands to the built-in
@@ -242,32 +254,13 @@ func (in *input) ServerTime() time.Time {
 	return t
 }
 
-// serverClock returns ServerTime, and whether the response told the
-// server's clock (ServerNow is set, or the Date is valid) rather than the
-// local clock standing in for it.
+// serverClock is Input.serverClock, found once per parse.
 func (in *input) serverClock() (time.Time, bool) {
 	if !in.srvDone {
-		switch {
-		case !in.Input.ServerNow.IsZero():
-			in.srv, in.srvKnown = in.Input.ServerNow, true
-		default:
-			in.srv, in.srvKnown = dateOf(in.Header, in.now())
-			if !in.srvKnown {
-				in.srv = in.now()
-			}
-		}
+		in.srv, in.srvKnown = in.Input.serverClock()
 		in.srvDone = true
 	}
 	return in.srv, in.srvKnown
-}
-
-// serverTime returns the server's clock at receipt by the Date in h, or now
-// when it has no valid one (see Input.ServerTime).
-func serverTime(h http.Header, now time.Time) time.Time {
-	if t, ok := dateOf(h, now); ok {
-		return t
-	}
-	return now
 }
 
 // dateOf returns the Date in h if it has a valid one, within maxDateSkew

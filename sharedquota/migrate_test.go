@@ -20,8 +20,7 @@ func TestClusterSlotMigrates(t *testing.T) {
 	nodes := startCluster(t, 0)
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{nodes[0].addr()}, ContextTimeoutEnabled: true})
 	defer c.Close()
-	q := NewRedis(c, WithPrefix(testPrefix(t)), WithTimeout(slowTimeout), WithHeartbeat(50*time.Millisecond))
-	defer q.Close()
+	q := newQuota(t, c, WithHeartbeat(50*time.Millisecond))
 	ctx := context.Background()
 	lim := headway.Every(time.Second)
 	for i := range 3 {

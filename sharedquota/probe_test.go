@@ -16,10 +16,7 @@ import (
 // fallback, and the heartbeat never tried again, until a restart.)
 func TestAProbeAnsweredByOneKeyEndsTheFall(t *testing.T) {
 	srv := startRedis(t)
-	c := newKillableClient(t, srv.addr())
-	q := NewRedis(c, WithPrefix(testPrefix(t)), WithTimeout(slowTimeout),
-		WithHeartbeat(time.Hour), WithRetryInterval(50*time.Millisecond))
-	defer q.Close()
+	q := newQuota(t, newKillableClient(t, srv.addr()), WithHeartbeat(time.Hour), WithRetryInterval(50*time.Millisecond))
 	ctx := context.Background()
 	lim := headway.PerSecond(1000).WithBurst(1000)
 	reserve(t, q, "good", 1, lim)
@@ -55,10 +52,7 @@ func TestAProbeAnsweredByOneKeyEndsTheFall(t *testing.T) {
 // fallback until a restart, its hash long repaired.)
 func TestAKeyProbeThatFindsRedisGoneTriesAgain(t *testing.T) {
 	srv := startRedis(t)
-	c := newKillableClient(t, srv.addr())
-	q := NewRedis(c, WithPrefix(testPrefix(t)), WithTimeout(slowTimeout),
-		WithHeartbeat(time.Hour), WithRetryInterval(50*time.Millisecond))
-	defer q.Close()
+	q := newQuota(t, newKillableClient(t, srv.addr()), WithHeartbeat(time.Hour), WithRetryInterval(50*time.Millisecond))
 	ctx := context.Background()
 	lim := headway.PerSecond(1000).WithBurst(1000)
 	bad, _ := q.KeyNames("bad")
@@ -120,8 +114,7 @@ func TestLeasedSlotsGoWithAPauseAskedFor(t *testing.T) {
 		return r
 	}
 	a := newQuota(t, newRing(), WithHeartbeat(time.Hour))
-	b := NewRedis(newRing(), WithPrefix(a.cfg.prefix), WithTimeout(slowTimeout), WithLease(10), WithHeartbeat(time.Hour))
-	defer b.Close()
+	b := newQuota(t, newRing(), WithPrefix(a.cfg.prefix), WithLease(10), WithHeartbeat(time.Hour))
 	ctx := context.Background()
 	lim := headway.Every(time.Second)
 	if d := reserve(t, b, "k", 1, lim); d != 0 {

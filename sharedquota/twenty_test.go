@@ -31,8 +31,7 @@ func TestTwentyClientsShareOneSchedule(t *testing.T) {
 			prefix := testPrefix(t)
 			qs := make([]*Redis, n)
 			for i := range qs {
-				qs[i] = NewRedis(newClient(t, addr), WithPrefix(prefix), WithTimeout(slowTimeout), WithLease(lease))
-				defer qs[i].Close()
+				qs[i] = newQuota(t, newClient(t, addr), WithPrefix(prefix), WithLease(lease))
 			}
 			lim := []headway.Limit{headway.Every(T).WithBurst(burst)}
 			round := func() (start time.Time, deps []time.Time) {
