@@ -300,6 +300,11 @@ func (k *keyState) earliestFor(now, n, cost int64, route string, own bool) int64
 		if !alone && !k.aimd.freeFor(n, d) {
 			d = k.aimdB.Earliest(d, n, cost)
 		}
+		if !hold {
+			var from int64
+			hold, from = k.aimd.serial(d, k.sent)
+			d = max(d, from)
+		}
 		if hold {
 			d = max(d, satAdd(k.window.lastAt, int64(probeWait))) // or until the answers come (see answeredNow)
 		}
@@ -882,7 +887,7 @@ func (k *keyState) answeredNow(dep *departure) {
 	k.mu.Lock()
 	now := k.env.now()
 	k.window.answered(dep.seq)
-	k.aimd.heardFrom(dep.seq)
+	k.aimd.heardFrom(now, dep.seq, now-dep.sent)
 	k.sustain()
 	k.scope.answered(dep.scopeSeq, now-dep.sent, now)
 	k.align(now)
@@ -979,7 +984,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 		k.window.throttled(satAdd(now, int64(sig.Wait)), seq, k.sent)
 	}
 	k.window.answered(seq)
-	k.aimd.heardFrom(seq)
+	k.aimd.heardFrom(now, seq, now-dep.sent)
 	k.sustain()
 	bare := k.bare(sig)
 	if bare && len(k.pacer.buckets) > 0 && k.strikes != nil && seq > k.strikes.after {
