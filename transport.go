@@ -256,7 +256,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // call is one RoundTrip: the request, its attempts, and what it owns until
 // it returns. end, deferred once, gives back what the caller does not get:
 // the request's body while no attempt or retrier has taken it, the
-// retrier's copy of it, and the response kept while a retry waits. A slot
+// retrier's copy of it, the response kept while a retry waits, and the
+// retry budget a retry withdrew that was not sent. A slot
 // of the key, held by one attempt from admit until it ends, is given back
 // through the slot's methods.
 type call struct {
@@ -277,9 +278,10 @@ type call struct {
 }
 
 // end gives back what the call still holds as RoundTrip returns. The test
-// that it holds nothing, the common case, is inlined.
+// that it holds nothing, the common case, is inlined: a call without a
+// retrier (no body, no retry) holds neither a copy of its body nor a retry.
 func (c *call) end() {
-	if c.bodyOurs || c.last != nil || c.ownsBody {
+	if c.bodyOurs || c.last != nil || c.r != nil {
 		c.giveBack()
 	}
 }
@@ -293,6 +295,9 @@ func (c *call) giveBack() {
 	}
 	if c.ownsBody {
 		c.r.close()
+	}
+	if c.r != nil {
+		c.r.refund()
 	}
 }
 
