@@ -278,3 +278,50 @@ func TestARetryNotSentSpendsNoBudget(t *testing.T) {
 		assert.Equal(t, floor-1, retriesLeft(t, tr, url))
 	})
 }
+
+// A request that its key admitted and that is not sent after all gives
+// back the slot of the key's limits it took, as one whose context ends as
+// it is admitted does (abandon): the next request does not wait for a slot
+// that nobody used. Before, it stayed spent.
+func TestAnAdmittedRequestNotSentGivesItsSlotBack(t *testing.T) {
+	const url = "http://api.test/x"
+	for _, c := range []struct {
+		name string
+		// run sends one request that is admitted and not sent, through a
+		// key that allows one a second, and returns the Transport.
+		run func(t *testing.T) *Transport
+	}{
+		{"its body not to be read", func(t *testing.T) *Transport {
+			tr := New(&stubRT{}, WithLimit(Every(time.Second)))
+			req, body := newUnknownLenReq(t, "abc")
+			body.err = errors.New("disk on fire")
+			_, err := tr.RoundTrip(req)
+			assert.ErrorIs(t, err, body.err)
+			return tr
+		}},
+		{"its retry's body not to be had again", func(t *testing.T) *Transport {
+			base := &stepRT{steps: []step{{status: 503}, {status: 200}}}
+			tr := retryTransport(base, RetryOptions{}, nil, WithLimit(Every(time.Second)))
+			req, _ := newBodyReq(t, url)
+			req.Method = http.MethodPut
+			req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("gone") }
+			resp, err := tr.RoundTrip(req) // the retry is admitted 1 s later
+			require.NoError(t, err)
+			drain(resp)
+			assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+			assert.Len(t, base.sent, 1)
+			return tr
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tr := c.run(t)
+				start := time.Now()
+				resp, err := tr.RoundTrip(mustReq(t, url))
+				require.NoError(t, err)
+				drain(resp)
+				assert.Zero(t, time.Since(start), "the slot was given back")
+			})
+		})
+	}
+}

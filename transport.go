@@ -565,16 +565,18 @@ func (c *call) decide(s *slot, resp *http.Response, err error, sig ratelimithead
 type slot struct {
 	k    *keyState
 	dep  departure
+	cost int64         // what it took of the key's limits
 	done func(outcome) // nil: nothing to report
 }
 
 // unsent gives back the slot of an attempt that was not sent: every
-// departure is settled once, its in-flight slot freed, and its outcome
-// taken in.
+// departure is settled once, its cost given back to the key's limits, its
+// in-flight slot freed, and its outcome taken in.
 func (s *slot) unsent() {
 	if s.done != nil {
 		s.done(outcomeExcluded)
 	}
+	s.k.giveBack(s.cost)
 	s.k.settle(&s.dep, hostUnsent)
 	s.k.strikeAnswered(&s.dep, true)
 	s.k.unsentFirst(s.dep.seq)
@@ -624,7 +626,7 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 		// fleet).
 		for {
 			k := t.keys.get(key, t, req)
-			s.k, s.done = k, noDone
+			s.k, s.cost, s.done = k, cost, noDone
 			if err := k.acquire(ctx, cost, front, early, until, req.URL.Path, &s.dep); err != errEvicted {
 				return err
 			}
@@ -648,7 +650,7 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			// that cannot wait that long fails at once.
 			k.hold(t.pacerTime(k.br.retryAt()))
 		}
-		s.k, s.done = k, done
+		s.k, s.cost, s.done = k, cost, done
 		err := k.acquire(ctx, cost, front, early, until, req.URL.Path, &s.dep)
 		switch {
 		case err == errEvicted:
