@@ -41,11 +41,12 @@ func (s BreakerState) String() string {
 // BreakerSettings configures the circuit breaker of each key (a
 // sony/gobreaker/v2 breaker). The zero value means the defaults.
 //
-// A response with a 5xx status and a transport error count as failures.
-// Every other response counts as a success, 429 and other 4xx included: a
-// throttle or a refusal shows a server at work, not an outage. A request
-// whose context ended (the caller gave up), or that was cancelled, counts
-// as neither.
+// A response with a 5xx status and a transport error count as failures,
+// but for 501 Not Implemented and 505 HTTP Version Not Supported. Every
+// other response counts as a success, 429, other 4xx, 501 and 505
+// included: a throttle or a refusal of the request shows a server at work,
+// not an outage. A request whose context ended (the caller gave up), or
+// that was cancelled, counts as neither.
 //
 // The breaker opens when, within Interval, ConsecutiveFailures failures
 // came in a row, or at least MinRequests outcomes were counted and the
@@ -161,7 +162,7 @@ func classify(resp *http.Response, err error, ctxErr error) outcome {
 	switch {
 	case ctxErr != nil, errors.Is(err, context.Canceled):
 		return outcomeExcluded
-	case err != nil, resp == nil, resp.StatusCode >= 500:
+	case err != nil, resp == nil, hostFailing(resp.StatusCode):
 		return outcomeFailure
 	}
 	return outcomeSuccess

@@ -31,9 +31,13 @@ func TestClassify(t *testing.T) {
 		{"404", resp(404), nil, nil, outcomeSuccess},
 		{"429 is a throttle, not an outage", resp(429), nil, nil, outcomeSuccess},
 		{"500", resp(500), nil, nil, outcomeFailure},
+		{"501 refuses the request, not the load", resp(501), nil, nil, outcomeSuccess},
 		{"502", resp(502), nil, nil, outcomeFailure},
 		{"503", resp(503), nil, nil, outcomeFailure},
 		{"504", resp(504), nil, nil, outcomeFailure},
+		{"505 refuses the request, not the load", resp(505), nil, nil, outcomeSuccess},
+		{"507", resp(507), nil, nil, outcomeFailure},
+		{"529, an overload", resp(529), nil, nil, outcomeFailure},
 		{"reset", nil, errReset, nil, outcomeFailure},
 		{"EOF", nil, errEOF, nil, outcomeFailure},
 		{"a timeout of the transport", nil, fmt.Errorf("x: %w", context.DeadlineExceeded), nil, outcomeFailure},
@@ -404,6 +408,29 @@ func TestRetryLoopWithTheBreaker(t *testing.T) {
 			assert.ErrorIs(t, err, ErrCircuitOpen)
 			assert.ErrorIs(t, err, gobreaker.ErrOpenState)
 		}
+	})
+}
+
+// A server that answers 501 or 505 works: it refuses the request, not the
+// load. The breaker of its key stays closed however many come, as the
+// outage state holds nothing for them, and the key's other requests go
+// on. Before, each counted as a failure of the host, and a client calling
+// an endpoint its server does not implement opened the breaker of the
+// whole host.
+func TestTheBreakerDoesNotOpenOnRequestsTheServerRefuses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &stepRT{steps: []step{{status: 501}, {status: 505}, {status: 501}, {status: 505}, {status: 501}, {status: 200}}}
+		tr := New(base, WithBreaker(BreakerSettings{ConsecutiveFailures: 2}))
+		for i, want := range []int{501, 505, 501, 505, 501, 200} {
+			resp, err := tr.RoundTrip(mustReq(t, "http://api.test/x"))
+			require.NoError(t, err, "request %d", i)
+			drain(resp)
+			assert.Equal(t, want, resp.StatusCode, "request %d", i)
+		}
+		assert.Len(t, base.sent, 6, "each sent once, none refused")
+		k := tr.keys.get("api.test", tr, mustReq(t, "http://api.test/x"))
+		assert.Equal(t, BreakerClosed, k.br.state())
+		assert.False(t, k.isDown())
 	})
 }
 

@@ -14,7 +14,10 @@ import (
 // A retry is allowed while the retries of the last Window, this one
 // included, are at most Ratio times the requests of the Window (first
 // attempts only) plus MinPerSecond times the Window's length in seconds.
-// The floor lets a key with little traffic retry at all.
+// The floor lets a key with little traffic retry at all. Only retries sent
+// count: one allowed and then not sent after all (its context ended while
+// it waited, its key refused it, its response was too large to keep while
+// it waited) is given back.
 type BudgetOptions struct {
 	// Ratio is the share of requests that may be retried: 0.2 (the
 	// default) allows one retry per five requests.
@@ -133,6 +136,22 @@ func (b *retryBudget) withdraw(now time.Time) bool {
 	}
 	bk.retries++
 	return true
+}
+
+// refund gives back a retry withdrawn at at that was not made after all,
+// as rate.Reservation.Cancel gives back its tokens: the retry it stood for
+// never reached the server. A retry withdrawn in a bucket that has left
+// the window since is forgotten already: nothing is given back.
+func (b *retryBudget) refund(at time.Time) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	idx := int64(at.Sub(b.epoch) / b.width)
+	if bk := &b.buckets[uint64(idx)%budgetBuckets]; bk.idx.Load() == idx && bk.retries > 0 {
+		bk.retries--
+	}
 }
 
 // addAt adds n first attempts to the bucket of time index idx (the time

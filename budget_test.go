@@ -125,3 +125,34 @@ func TestBudgetConcurrent(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, 4000, allowed, "half of 8000 requests, whatever the interleaving")
 }
+
+// A retry given back is allowed again, in the window it was withdrawn in;
+// one withdrawn in a bucket the window has left is forgotten already, and
+// giving it back gives nothing.
+func TestBudgetRefund(t *testing.T) {
+	b := newRetryBudget(BudgetOptions{Ratio: 0.1, Window: 10 * time.Second, MinPerSecond: -1}, t0)
+	for range 20 {
+		deposit(b, t0)
+	}
+	require.Equal(t, 2, spend(b, t0), "two retries for 20 requests")
+
+	b.refund(t0)
+	assert.Equal(t, 1, spend(b, t0.Add(time.Second)), "the retry given back")
+
+	b.refund(t0.Add(2 * time.Second)) // none was withdrawn in that bucket
+	assert.Equal(t, 0, spend(b, t0.Add(2*time.Second)))
+
+	later := t0.Add(15 * time.Second) // t0 and 1 s have left the window
+	for range 10 {
+		deposit(b, later)
+	}
+	require.Equal(t, 1, spend(b, later))
+	b.refund(t0)
+	assert.Equal(t, 0, spend(b, later), "a retry of a bucket the window left gives nothing back")
+	b.refund(later)
+	assert.Equal(t, 1, spend(b, later))
+
+	b.refund(t0.Add(-time.Minute)) // a clock that stepped back must not panic
+	var none *retryBudget
+	none.refund(t0) // budgets off
+}

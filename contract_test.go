@@ -2,6 +2,7 @@ package headway
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -169,4 +170,158 @@ func TestANilOptionIsIgnored(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, 1, stub.count())
+}
+
+// retriesLeft spends what is left of the retry budget of tr's key for
+// url, and returns how many retries that was.
+func retriesLeft(t *testing.T, tr *Transport, url string) int {
+	req := mustReq(t, url)
+	return spend(tr.keys.get(tr.cfg.keyFunc(req), tr, req).retryBudget(), time.Now())
+}
+
+// A retry withdrawn from its key's budget that is not sent after all is
+// given back: a retry that never reached the server does not count
+// against the budget, and the key's next failures may still be retried.
+// Before, it stayed spent, on each of these paths.
+func TestARetryNotSentSpendsNoBudget(t *testing.T) {
+	// A floor of 10 retries per 10 s window; one request adds none (0.2).
+	budget := BudgetOptions{MinPerSecond: 1}
+	const floor = 10
+	const url = "http://api.test/x"
+	top := func(n int64) int64 { return n - 1 } // the backoff's longest wait
+	for _, c := range []struct {
+		name string
+		// run sends one request whose retry is allowed but not sent, and
+		// returns the Transport and how many attempts reached the base.
+		run func(t *testing.T) (*Transport, int)
+	}{
+		{"its response too large to keep", func(t *testing.T) (*Transport, int) {
+			base := &bigBodyRT{}
+			tr := New(base, WithRetry(RetryOptions{Budget: budget}))
+			resp, err := tr.RoundTrip(mustReq(t, url))
+			require.NoError(t, err)
+			drain(resp)
+			assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+			return tr, int(base.n.Load())
+		}},
+		{"its attempt opened the breaker", func(t *testing.T) (*Transport, int) {
+			base := &stepRT{steps: []step{{status: 503}}}
+			tr := retryTransport(base, RetryOptions{Budget: budget}, nil,
+				WithBreaker(BreakerSettings{ConsecutiveFailures: 1}))
+			resp, err := tr.RoundTrip(mustReq(t, url))
+			require.NoError(t, err)
+			drain(resp)
+			assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+			return tr, len(base.sent)
+		}},
+		{"cancelled during its backoff", func(t *testing.T) (*Transport, int) {
+			base := &stepRT{steps: []step{{err: errReset}}}
+			tr := retryTransport(base, RetryOptions{Budget: budget}, top)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			time.AfterFunc(100*time.Millisecond, cancel)
+			_, err := tr.RoundTrip(mustReq(t, url).WithContext(ctx))
+			assert.ErrorIs(t, err, context.Canceled)
+			return tr, len(base.sent)
+		}},
+		{"cancelled waiting for its key's pause", func(t *testing.T) (*Transport, int) {
+			base := &stepRT{steps: []step{{status: 429, kv: []string{"Retry-After", "60"}}}}
+			tr := New(base, WithRetry(RetryOptions{Budget: budget}))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			time.AfterFunc(time.Second, cancel)
+			_, err := tr.RoundTrip(mustReq(t, url).WithContext(ctx))
+			assert.ErrorIs(t, err, context.Canceled)
+			return tr, len(base.sent)
+		}},
+		{"refused by its key's queue", func(t *testing.T) (*Transport, int) {
+			base := &stepRT{steps: []step{{status: 429, kv: []string{"Retry-After", "5"}}}}
+			tr := New(base, WithRetry(RetryOptions{Budget: budget}),
+				WithQueue(QueueOptions{MaxWait: time.Second}))
+			resp, err := tr.RoundTrip(mustReq(t, url))
+			require.NoError(t, err)
+			drain(resp)
+			assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+			return tr, len(base.sent)
+		}},
+		{"its body not to be had again", func(t *testing.T) (*Transport, int) {
+			base := &stepRT{steps: []step{{status: 503}}}
+			tr := retryTransport(base, RetryOptions{Budget: budget}, nil)
+			req, body := newBodyReq(t, url)
+			req.Method = http.MethodPut
+			req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("gone") }
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			drain(resp)
+			assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+			assert.Equal(t, int64(1), body.closes.Load())
+			return tr, len(base.sent)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tr, sent := c.run(t)
+				assert.Equal(t, 1, sent, "not retried")
+				assert.Equal(t, floor, retriesLeft(t, tr, url), "the budget is whole")
+			})
+		})
+	}
+
+	// A retry that is sent stays spent.
+	synctest.Test(t, func(t *testing.T) {
+		base := &stepRT{steps: []step{{status: 503}, {status: 200}}}
+		tr := retryTransport(base, RetryOptions{Budget: budget}, nil)
+		resp, err := tr.RoundTrip(mustReq(t, url))
+		require.NoError(t, err)
+		drain(resp)
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, floor-1, retriesLeft(t, tr, url))
+	})
+}
+
+// A request that its key admitted and that is not sent after all gives
+// back the slot of the key's limits it took, as one whose context ends as
+// it is admitted does (abandon): the next request does not wait for a slot
+// that nobody used. Before, it stayed spent.
+func TestAnAdmittedRequestNotSentGivesItsSlotBack(t *testing.T) {
+	const url = "http://api.test/x"
+	for _, c := range []struct {
+		name string
+		// run sends one request that is admitted and not sent, through a
+		// key that allows one a second, and returns the Transport.
+		run func(t *testing.T) *Transport
+	}{
+		{"its body not to be read", func(t *testing.T) *Transport {
+			tr := New(&stubRT{}, WithLimit(Every(time.Second)))
+			req, body := newUnknownLenReq(t, "abc")
+			body.err = errors.New("disk on fire")
+			_, err := tr.RoundTrip(req)
+			assert.ErrorIs(t, err, body.err)
+			return tr
+		}},
+		{"its retry's body not to be had again", func(t *testing.T) *Transport {
+			base := &stepRT{steps: []step{{status: 503}, {status: 200}}}
+			tr := retryTransport(base, RetryOptions{}, nil, WithLimit(Every(time.Second)))
+			req, _ := newBodyReq(t, url)
+			req.Method = http.MethodPut
+			req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("gone") }
+			resp, err := tr.RoundTrip(req) // the retry is admitted 1 s later
+			require.NoError(t, err)
+			drain(resp)
+			assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+			assert.Len(t, base.sent, 1)
+			return tr
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tr := c.run(t)
+				start := time.Now()
+				resp, err := tr.RoundTrip(mustReq(t, url))
+				require.NoError(t, err)
+				drain(resp)
+				assert.Zero(t, time.Since(start), "the slot was given back")
+			})
+		})
+	}
 }

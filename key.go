@@ -556,6 +556,18 @@ func (k *keyState) abandon(w *waiter) {
 	k.mu.Unlock()
 }
 
+// giveBack returns to k's limits the cost of a request that was admitted
+// and then not sent (see slot.unsent), as abandon does for one whose
+// context ended as it was admitted: the next request need not wait for a
+// slot that nobody used.
+func (k *keyState) giveBack(cost int64) {
+	now := k.env.now()
+	k.mu.Lock()
+	k.pacer.giveBack(now, cost)
+	k.dispatch(now)
+	k.mu.Unlock()
+}
+
 // release gives back the in-flight slot a request held.
 func (k *keyState) release() {
 	if k.env.cfg.maxInFlight <= 0 {

@@ -54,9 +54,9 @@ func WithRetry(o RetryOptions) Option {
 }
 
 // WithBreaker gives every key a circuit breaker: when a key's server keeps
-// failing (5xx, transport errors), its requests fail at once with a
-// *CircuitOpenError, queued ones included, until a probe gets through. By
-// default there is none. See BreakerSettings.
+// failing (5xx but 501 and 505, transport errors), its requests fail at
+// once with a *CircuitOpenError, queued ones included, until a probe gets
+// through. By default there is none. See BreakerSettings.
 func WithBreaker(s BreakerSettings) Option {
 	return optionFunc(func(c *config) { c.breaker = &s })
 }

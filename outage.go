@@ -155,13 +155,23 @@ const (
 // registered; net/http has no name for it.
 const statusOverloaded = 529
 
+// hostFailing reports whether a response's status says that its host is
+// failing: a 5xx (500, 502, 503, 504, 529 and the others), but not 501
+// Not Implemented or 505 HTTP Version Not Supported, with which a server
+// that works refuses the request, not the load, as it does with a 4xx.
+// go-retryablehttp's DefaultRetryPolicy leaves 501 out of its 5xx alike.
+// The outage state and the breaker both read a status by it.
+func hostFailing(status int) bool {
+	return status >= 500 && status != http.StatusNotImplemented && status != http.StatusHTTPVersionNotSupported
+}
+
 // hostVerdict classifies the answer to one attempt: resp or err, with sig
 // its reading, ctxErr the request context's error when it ended.
 //
-// A 5xx is a failure of the host, except 501 and 505 (the server refuses
-// the request, not the load) and a throttle that states its wait (a 503 or
-// 529 with Retry-After): that one pauses the key instead. A transport error
-// is a failure when it may pass with time (see retryableError).
+// A 5xx is a failure of the host (see hostFailing), except a throttle
+// that states its wait (a 503 or 529 with Retry-After): that one pauses
+// the key instead. A transport error is a failure when it may pass with
+// time (see retryableError).
 func hostVerdict(resp *http.Response, err error, ctxErr error, sig *ratelimitheader.Signal) outageVerdict {
 	if ctxErr == nil && err == nil && resp.StatusCode < 500 {
 		return hostUp // the common case, inlined
@@ -179,8 +189,8 @@ func hostVerdictOf(resp *http.Response, err error, ctxErr error, sig *ratelimith
 		}
 		return hostUnknown
 	}
-	switch s := resp.StatusCode; {
-	case s < 500, s == http.StatusNotImplemented, s == http.StatusHTTPVersionNotSupported:
+	switch {
+	case !hostFailing(resp.StatusCode):
 		return hostUp
 	case sig.Throttled && sig.HasWait:
 		return hostUp

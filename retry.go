@@ -432,6 +432,11 @@ type retrier struct {
 	// attempt nor the budget. probes counts such attempts.
 	heldProbe bool
 	probes    int
+	// owed is the budget that next withdrew the coming retry from, at
+	// owedAt, until that retry's attempt is handed out: a retry that is
+	// not made after all (see refund) gives it back.
+	owed   *retryBudget
+	owedAt time.Time
 }
 
 // newRetrier starts the retries of req at now: it prepares the body for
@@ -466,15 +471,37 @@ func (r *retrier) initBackoff() {
 
 // attempt returns the request of the next attempt: a clone of the caller's
 // request with a fresh body. It must be sent (the base RoundTripper closes
-// its body) or have its body closed.
-func (r *retrier) attempt() (*http.Request, error) { return r.rp.attempt() }
+// its body) or have its body closed. A retry that gets its attempt is
+// made: what it withdrew from the budget stays spent.
+func (r *retrier) attempt() (*http.Request, error) {
+	req, err := r.rp.attempt()
+	if err == nil {
+		r.owed = nil
+	}
+	return req, err
+}
+
+// refund gives back to the budget the retry that next allowed and that
+// got no attempt (see attempt): its response too large to keep, the
+// breaker opened by its attempt, its context ended while it waited, its
+// key refused it, or its body could not be had again. A retry that never
+// reaches the server does not count against the budget, as a reservation
+// cancelled gives its tokens back in x/time/rate. Call it once RoundTrip
+// is over, on every path.
+func (r *retrier) refund() {
+	if r.owed != nil {
+		r.owed.refund(r.owedAt)
+		r.owed = nil
+	}
+}
 
 // next records that an attempt was sent and ended at now with resp or err
 // (sig is ratelimitheader.Parse's reading of resp), and decides whether to retry it.
 // When it returns true, the caller keeps a copy of resp (or returns resp
 // when it is too large to keep, see maxBufferedThrottle) and sends the
 // next attempt no sooner than delay from now; otherwise it returns resp as
-// it is, or err through fail.
+// it is, or err through fail. The retry is withdrawn from the budget until
+// its attempt is handed out (attempt), or given back (refund).
 func (r *retrier) next(resp *http.Response, err error, sig ratelimitheader.Signal, now time.Time) (delay time.Duration, retry bool) {
 	r.attempts++
 	free := r.heldProbe && r.p.maxAttempts > 1 // MaxAttempts 1: no retry at all
@@ -512,9 +539,12 @@ func (r *retrier) next(resp *http.Response, err error, sig ratelimitheader.Signa
 		r.stop = stopDeadline
 		return 0, false
 	}
-	if !free && !r.budget.withdraw(now) {
-		r.stop = stopBudget
-		return 0, false
+	if !free {
+		if !r.budget.withdraw(now) {
+			r.stop = stopBudget
+			return 0, false
+		}
+		r.owed, r.owedAt = r.budget, now // nil without a budget: nothing owed
 	}
 	return d, true
 }

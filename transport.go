@@ -256,7 +256,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // call is one RoundTrip: the request, its attempts, and what it owns until
 // it returns. end, deferred once, gives back what the caller does not get:
 // the request's body while no attempt or retrier has taken it, the
-// retrier's copy of it, and the response kept while a retry waits. A slot
+// retrier's copy of it, the response kept while a retry waits, and the
+// retry budget a retry withdrew that was not sent. A slot
 // of the key, held by one attempt from admit until it ends, is given back
 // through the slot's methods.
 type call struct {
@@ -277,9 +278,10 @@ type call struct {
 }
 
 // end gives back what the call still holds as RoundTrip returns. The test
-// that it holds nothing, the common case, is inlined.
+// that it holds nothing, the common case, is inlined: a call without a
+// retrier (no body, no retry) holds neither a copy of its body nor a retry.
 func (c *call) end() {
-	if c.bodyOurs || c.last != nil || c.ownsBody {
+	if c.bodyOurs || c.last != nil || c.r != nil {
 		c.giveBack()
 	}
 }
@@ -293,6 +295,9 @@ func (c *call) giveBack() {
 	}
 	if c.ownsBody {
 		c.r.close()
+	}
+	if c.r != nil {
+		c.r.refund()
 	}
 }
 
@@ -560,16 +565,18 @@ func (c *call) decide(s *slot, resp *http.Response, err error, sig ratelimithead
 type slot struct {
 	k    *keyState
 	dep  departure
+	cost int64         // what it took of the key's limits
 	done func(outcome) // nil: nothing to report
 }
 
 // unsent gives back the slot of an attempt that was not sent: every
-// departure is settled once, its in-flight slot freed, and its outcome
-// taken in.
+// departure is settled once, its cost given back to the key's limits, its
+// in-flight slot freed, and its outcome taken in.
 func (s *slot) unsent() {
 	if s.done != nil {
 		s.done(outcomeExcluded)
 	}
+	s.k.giveBack(s.cost)
 	s.k.settle(&s.dep, hostUnsent)
 	s.k.strikeAnswered(&s.dep, true)
 	s.k.unsentFirst(s.dep.seq)
@@ -619,7 +626,7 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 		// fleet).
 		for {
 			k := t.keys.get(key, t, req)
-			s.k, s.done = k, noDone
+			s.k, s.cost, s.done = k, cost, noDone
 			if err := k.acquire(ctx, cost, front, early, until, req.URL.Path, &s.dep); err != errEvicted {
 				return err
 			}
@@ -643,7 +650,7 @@ func (t *Transport) admit(ctx context.Context, key string, req *http.Request, co
 			// that cannot wait that long fails at once.
 			k.hold(t.pacerTime(k.br.retryAt()))
 		}
-		s.k, s.done = k, done
+		s.k, s.cost, s.done = k, cost, done
 		err := k.acquire(ctx, cost, front, early, until, req.URL.Path, &s.dep)
 		switch {
 		case err == errEvicted:
