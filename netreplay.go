@@ -63,6 +63,9 @@ type connWatch struct {
 	k     *keyState
 	seq   uint64       // the attempt's departure
 	got   atomic.Int32 // GotConn calls: the attempt's, then net/http's replays
+	// reused: the attempt's own connection (its first GotConn) was a
+	// pooled HTTP/1 keep-alive connection.
+	reused atomic.Bool
 
 	mu      sync.Mutex // guards the rest, set once net/http tries again
 	replay  bool       // the attempt holds its key's replay
@@ -140,6 +143,9 @@ func newConnWatch(out *http.Request, k *keyState, seq uint64) (*connWatch, *http
 // later one a replay, which it lets go or stops (see connWatch).
 func (w *connWatch) gotConn(info httptrace.GotConnInfo) {
 	if w.got.Add(1) == 1 || info.Conn == nil {
+		if info.Reused && info.Conn != nil && !isHTTP2(info.Conn) {
+			w.reused.Store(true)
+		}
 		return
 	}
 	if isHTTP2(info.Conn) || w.k.host.conns.Load() == connsHTTP2 {
@@ -187,8 +193,15 @@ func (w *connWatch) turn(reused bool) bool {
 // host's requests (see hostState.conns), and returns what became of
 // net/http's replays of it: whether the key's replay or probe that the
 // attempt held broke again, and whether one was stopped behind its key's
-// replay or probe.
-func (w *connWatch) finish(resp *http.Response, err error) (failed, stopped bool) {
+// replay or probe. raced reports an attempt that broke, without an
+// answer, on the pooled keep-alive connection it went on, and that
+// net/http did not send again (a PUT, a body without GetBody, a POST):
+// the race of a server that closed the connection as the request came, as
+// likely as the host's failure. net/http would have sent a replayable
+// request again, on the next connection, with nothing heard of it; so
+// the attempt tells nothing of its host (see call.failVerdict), and its
+// retry, if any, does; unless it was the probe of a host that is down.
+func (w *connWatch) finish(resp *http.Response, err error) (failed, stopped, raced bool) {
 	h := &w.k.host.conns
 	n := w.got.Load()
 	if err == nil {
@@ -209,15 +222,18 @@ func (w *connWatch) finish(resp *http.Response, err error) (failed, stopped bool
 			w.k.setConns(h, connsHTTP1)
 		}
 	}
-	if n <= 1 || err == nil {
-		return false, false
+	if err == nil {
+		return false, false, false
+	}
+	if n <= 1 {
+		return false, false, n == 1 && w.reused.Load()
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.h2 {
-		return false, false
+		return false, false, false
 	}
-	return w.failed, w.stopped
+	return w.failed, w.stopped, false
 }
 
 // isHTTP2 reports whether c carries HTTP/2: a TLS connection that

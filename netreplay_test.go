@@ -670,3 +670,51 @@ func TestAHeldReplayWithGetBodyIsSentAgainWithRetriesOff(t *testing.T) {
 		assert.Equal(t, []string{"GetBody"}, bodies, "the request went again with a body from GetBody")
 	})
 }
+
+// TestAClosedIdleConnectionUnderAPutIsNoOutage: net/http does not send a
+// PUT (nor a POST with a body) again by itself when the keep-alive
+// connection it went on turns out closed by the server, so the race
+// TestAClosedIdleConnectionIsNoOutage is about reaches headway as a
+// transport error. It is no failure of the host: the key does not go down
+// and its breaker does not count it. Before, each such race began an
+// outage (the key's queue held for a probe) and counted as a breaker
+// failure: five in a row opened the breaker of a host that answers every
+// request on a fresh connection, and 92 of these 100 PUTs failed.
+func TestAClosedIdleConnectionUnderAPutIsNoOutage(t *testing.T) {
+	var s closeOnReuse
+	srv := s.start(t)
+	base := &http.Transport{MaxIdleConnsPerHost: 8}
+	defer base.CloseIdleConnections()
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var opened atomic.Int32
+	// Every pooled connection of this server breaks when reused: each
+	// request may need a retry or two, which the budget is not for here.
+	tr := New(base, WithLogger(log),
+		WithRetry(RetryOptions{MaxAttempts: 10, InitialInterval: time.Millisecond, Budget: BudgetOptions{Disable: true}}),
+		WithBreaker(BreakerSettings{OnStateChange: func(_ string, _, to BreakerState) {
+			if to == BreakerOpen {
+				opened.Add(1)
+			}
+		}}))
+	const n = 100
+	var failed atomic.Int32
+	fanOut(n, 4, func() {
+		req, err := http.NewRequest(http.MethodPut, srv.URL+"/items", strings.NewReader("{}"))
+		require.NoError(t, err)
+		resp, err := tr.RoundTrip(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			failed.Add(1)
+			t.Log(err)
+		}
+		drain(resp)
+	})
+	t.Logf("served %d, dropped %d", s.served.Load(), s.dropped.Load())
+	assert.NotZero(t, s.dropped.Load(), "connections closed as a request came: the race happened")
+	assert.Zero(t, opened.Load(), "the breaker opened")
+	assert.Zero(t, failed.Load(), "failed")
+	logMu.Lock()
+	defer logMu.Unlock()
+	assert.NotContains(t, logs.String(), "host down", "the key went down")
+}

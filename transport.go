@@ -270,6 +270,7 @@ type call struct {
 	attempt  int            // the attempt under way, from 1
 	held     bool           // net/http's replay of the attempt was stopped (see connWatch)
 	failed   bool           // the replay or probe the attempt held broke again (see connWatch)
+	raced    bool           // the attempt broke on a pooled connection, not sent again (see connWatch.finish)
 	r        *retrier       // the retries; made when the first attempt leaves, for a body
 	ownsBody bool           // r holds the request's body: end closes it through r
 	bodyOurs bool           // nothing took the request's body yet: end closes it
@@ -420,6 +421,7 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	if k.watchConns(s.dep.seq) {
 		resp, err = c.sendWatched(s, out)
 	} else {
+		c.raced = false
 		resp, err = t.base.RoundTrip(out)
 	}
 	c.bodyOurs = false // the base closes it
@@ -431,8 +433,10 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 		o.sent(ctx, c.req, c.key, err)
 	}
 	if k.br != nil {
-		if c.held {
-			s.done(outcomeExcluded) // it waits for the probe, not the breaker
+		if c.held || (c.raced && !wasProbe) {
+			// It waits for the probe, not the breaker; or it met a
+			// closed idle connection, no failure of the host.
+			s.done(outcomeExcluded)
 		} else {
 			s.done(classify(resp, err, ctx.Err()))
 		}
@@ -489,6 +493,7 @@ func (c *call) sendPlain(s *slot, out *http.Request, sig *ratelimitheader.Signal
 	if k.watchConns(s.dep.seq) {
 		resp, err = c.sendWatched(s, out)
 	} else {
+		c.raced = false
 		resp, err = c.t.base.RoundTrip(out)
 	}
 	c.bodyOurs = false // the base closes it
@@ -519,7 +524,7 @@ func (c *call) sendWatched(s *slot, out *http.Request) (*http.Response, error) {
 	if resp == nil && err == nil {
 		err = errNilResponse // a broken base: an error, not a panic
 	}
-	c.failed, c.held = w.finish(resp, err)
+	c.failed, c.held, c.raced = w.finish(resp, err)
 	return resp, err
 }
 
@@ -533,6 +538,10 @@ func (c *call) failVerdict(err error) outageVerdict {
 		hv = hostUnknown // the replay or probe out says
 	case c.failed:
 		hv = hostDown
+	case c.raced && !c.probe:
+		// A closed idle connection, or the host: its retry tells. (A
+		// probe's break is the host's: probes are not sent again.)
+		hv = hostUnknown
 	}
 	return hv
 }
