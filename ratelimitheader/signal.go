@@ -1,6 +1,7 @@
 package ratelimitheader
 
 import (
+	"cmp"
 	"net/http"
 	"net/textproto"
 	"strings"
@@ -63,7 +64,8 @@ type Signal struct {
 
 	// Remaining is the number of requests left in the tightest window the
 	// response described: an exhausted one if any, else the one with the
-	// fewest left. It is meaningful only when HasRemaining is true.
+	// least left relative to its window (see AddQuota). It is meaningful only
+	// when HasRemaining is true.
 	Remaining int64
 
 	// HasRemaining reports that the response stated a usable remaining
@@ -149,10 +151,14 @@ func (s *Signal) refineRetryAfter(d time.Duration) {
 // AddQuota records one rate-limit window. An exhausted window (Remaining 0)
 // with a known Reset sets the wait, unless a stated delay already did; of
 // several exhausted windows the one that resets last governs. A request window
-// becomes the signal's Remaining, Reset, Limit and Period when it is tighter
-// than the one recorded so far: fewer requests left or, on a tie, a later
-// reset. Two windows with as many requests left and no conflicting Limit are
-// taken for one window described twice, and complete each other.
+// becomes the signal's Remaining, Reset, Limit and Period when it binds more
+// than the one recorded so far: it has the least left relative to its window,
+// that is fewer requests per second of what is left of it (until its Reset,
+// or over its Period when the reset is unknown). When either window's length
+// is unknown, the one with fewer requests left binds; on a tie, the one that
+// resets later. Two windows with as many requests left and no conflicting
+// Limit or Period are taken for one window described twice, and complete
+// each other.
 func (s *Signal) AddQuota(q Quota) {
 	if q.Remaining < 0 {
 		return
@@ -165,10 +171,8 @@ func (s *Signal) AddQuota(q Quota) {
 		return
 	}
 	switch {
-	case !s.HasRemaining || q.Remaining < s.Remaining:
-		s.Remaining, s.HasRemaining, s.Reset, s.Limit, s.Period = q.Remaining, true, q.Reset, q.Limit, q.Period
-	case q.Remaining > s.Remaining:
-	case s.Limit == 0 || q.Limit == 0 || s.Limit == q.Limit:
+	case !s.HasRemaining:
+	case q.Remaining == s.Remaining && compatible(s.Limit, q.Limit) && compatible(int64(s.Period), int64(q.Period)):
 		// Likely one window described twice (Kong sends RateLimit-* and
 		// X-RateLimit-*-Minute): let each description complete the other.
 		s.Reset = max(s.Reset, q.Reset)
@@ -178,9 +182,33 @@ func (s *Signal) AddQuota(q Quota) {
 		if s.Period == 0 {
 			s.Period = q.Period
 		}
-	case q.Reset > s.Reset:
-		s.Reset, s.Limit, s.Period = q.Reset, q.Limit, q.Period
+		return
+	case !binds(q.Remaining, q.Reset, q.Period, s.Remaining, s.Reset, s.Period):
+		return
 	}
+	s.Remaining, s.HasRemaining, s.Reset, s.Limit, s.Period = q.Remaining, true, q.Reset, q.Limit, q.Period
+}
+
+// compatible reports whether two statements of a window's size or length
+// may describe the same window: equal, or one of them unknown (zero).
+func compatible(a, b int64) bool { return a == 0 || b == 0 || a == b }
+
+// binds reports whether window a (r requests left, resetting after reset,
+// over a window of period; zero when unknown) binds more than window b: it
+// has fewer requests per second of what is left of it (its reset, else its
+// period), or, when either has no known length, fewer requests left; on a
+// tie, it resets later.
+func binds(ra int64, reseta, perioda time.Duration, rb int64, resetb, periodb time.Duration) bool {
+	ta, tb := cmp.Or(reseta, perioda), cmp.Or(resetb, periodb)
+	if ta > 0 && tb > 0 {
+		// ra/ta < rb/tb, in floating point: the products overflow int64.
+		if x, y := float64(ra)*float64(tb), float64(rb)*float64(ta); x != y {
+			return x < y
+		}
+	} else if ra != rb {
+		return ra < rb
+	}
+	return reseta > resetb
 }
 
 // Input is the part of an HTTP response that signal parsing reads,
