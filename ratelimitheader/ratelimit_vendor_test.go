@@ -167,3 +167,63 @@ func TestVendorShapes(t *testing.T) {
 			want:    ok(Signal{Throttled: true, HasRemaining: true})},
 	})
 }
+
+// X-Rate-Limit-<scope>-{Max,Limit,Remaining,Interval-Ms,Interval,Reset}:
+// each scope is a window of its own, and the kind names a unit other than
+// requests only when one of its words does. Before, Trello's Api-Token was
+// taken for such a unit, Max and Interval-Ms were not read, and nothing of
+// its headers reached the signal.
+func TestXRateLimitScopes(t *testing.T) {
+	const s = time.Second
+	trello := func(token, key string) [][2]string {
+		return [][2]string{
+			{"x-rate-limit-api-token-interval-ms", "10000"}, {"x-rate-limit-api-token-max", "100"}, {"x-rate-limit-api-token-remaining", token},
+			{"x-rate-limit-api-key-interval-ms", "10000"}, {"x-rate-limit-api-key-max", "300"}, {"x-rate-limit-api-key-remaining", key},
+		}
+	}
+	runCases(t, nil, []signalCase{
+		{name: "Trello: the token's window binds", status: 200, headers: trello("99", "299"),
+			want: Signal{Remaining: 99, HasRemaining: true, Limit: 100, Period: 10 * s}},
+		{name: "Trello: the key's window, spent by other tokens, binds", status: 200, headers: trello("80", "4"),
+			want: Signal{Remaining: 4, HasRemaining: true, Limit: 300, Period: 10 * s}},
+		{name: "Trello: the members route's 900 s window binds", status: 200,
+			headers: append(trello("20", "250"), [][2]string{{"x-rate-limit-member-interval-ms", "900000"},
+				{"x-rate-limit-member-max", "100"}, {"x-rate-limit-member-remaining", "60"}}...),
+			want: Signal{Remaining: 60, HasRemaining: true, Limit: 100, Period: 900 * s}},
+		{name: "Trello: a spent token window names no wait", status: 429, headers: trello("0", "180"),
+			want: Signal{Throttled: true, HasRemaining: true, Limit: 100, Period: 10 * s}},
+		{name: "Azure: a scope after the field", status: 200,
+			headers: [][2]string{{"x-ms-ratelimit-remaining-subscription-reads", "11999"}, {"x-ms-ratelimit-remaining-tenant-reads", "11990"}},
+			want:    Signal{Remaining: 11990, HasRemaining: true}},
+		{name: "HighLevel: Max over Interval-Milliseconds, and a Daily kind", status: 200,
+			headers: [][2]string{{"X-RateLimit-Limit-Daily", "200000"}, {"X-RateLimit-Daily-Remaining", "1000"},
+				{"X-RateLimit-Interval-Milliseconds", "10000"}, {"X-RateLimit-Max", "100"}, {"X-RateLimit-Remaining", "95"}},
+			want: Signal{Remaining: 1000, HasRemaining: true, Limit: 200000, Period: 24 * time.Hour}},
+		{name: "Datadog: X-RateLimit-Period", status: 200,
+			headers: [][2]string{{"X-RateLimit-Limit", "600"}, {"X-RateLimit-Period", "60"}, {"X-RateLimit-Remaining", "598"}, {"X-RateLimit-Reset", "42"}},
+			want:    Signal{Remaining: 598, HasRemaining: true, Reset: 42 * s, Limit: 600, Period: time.Minute}},
+		{name: "Composio: a bare X-RateLimit and a Window-Size with its unit", status: 200,
+			headers: [][2]string{{"X-RateLimit", "20000"}, {"X-RateLimit-Remaining", "19990"}, {"X-RateLimit-Window-Size", "600s"}},
+			want:    Signal{Remaining: 19990, HasRemaining: true, Limit: 20000, Period: 10 * time.Minute}},
+		{name: "Freshdesk: Total", status: 200,
+			headers: [][2]string{{"X-RateLimit-Total", "200"}, {"X-RateLimit-Remaining", "150"}, {"X-RateLimit-Used-CurrentRequest", "3"}},
+			want:    Signal{Remaining: 150, HasRemaining: true, Limit: 200}},
+		{name: "Kong: a window without a name is its seconds", status: 200,
+			headers: [][2]string{{"X-RateLimit-Limit-30", "10"}, {"X-RateLimit-Remaining-30", "9"}},
+			want:    Signal{Remaining: 9, HasRemaining: true, Limit: 10, Period: 30 * s}},
+		{name: "a stated interval wins over the kind's window", status: 200,
+			headers: [][2]string{{"X-RateLimit-Limit-Minute", "10"}, {"X-RateLimit-Remaining-Minute", "9"}, {"X-RateLimit-Interval-Minute", "30"}},
+			want:    Signal{Remaining: 9, HasRemaining: true, Limit: 10, Period: 30 * s}},
+		{name: "a kind's word that names a unit: not requests", status: 200,
+			headers: [][2]string{{"X-RateLimit-Remaining-Input-Tokens-Minute", "0"}, {"X-RateLimit-Reset-Input-Tokens-Minute", "5"},
+				{"X-RateLimit-Remaining-Api-Token", "7"}},
+			want: Signal{Wait: 5 * s, HasWait: true, Remaining: 7, HasRemaining: true}},
+		{name: "malformed intervals are no window", status: 200,
+			headers: [][2]string{{"X-RateLimit-Limit", "10"}, {"X-RateLimit-Remaining", "9"}, {"X-RateLimit-Interval", "-5"},
+				{"X-RateLimit-Period", "0"}, {"X-RateLimit-Window", "1e3"}, {"X-RateLimit-Interval-Ms", "soon"}},
+			want: Signal{Remaining: 9, HasRemaining: true, Limit: 10}},
+		{name: "a window of centuries is none", status: 200,
+			headers: [][2]string{{"X-RateLimit-Remaining", "9"}, {"X-RateLimit-Period", "99999999999999999999"}, {"X-RateLimit-Remaining-99999999999", "1"}},
+			want:    Signal{Remaining: 1, HasRemaining: true}},
+	})
+}

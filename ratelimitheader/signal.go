@@ -377,7 +377,7 @@ var builtinDialects = []Dialect{
 // DefaultDialects returns a new slice of the built-in dialects, in the order
 // Parse runs them: IETF RateLimit (drafts -06 to -11), X-RateLimit-*
 // (GitHub, Discord, Reddit, OpenAI, Kong, Okta, Twitter/X, Atlassian,
-// Linear, RapidAPI, Strava), GitHub's 403, Discord's body, OpenAI's billing
+// Linear, RapidAPI, Strava, Trello, Azure, Datadog), GitHub's 403, Discord's body, OpenAI's billing
 // errors, Anthropic, Shopify, HubSpot, Zendesk, Stripe, Google APIs
 // (Gemini's RetryInfo), Salesforce, Atlassian's RateLimit-Reason and
 // Linear's 400 RATELIMITED. Append your own to add a vendor. Each built-in

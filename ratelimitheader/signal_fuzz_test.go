@@ -101,6 +101,8 @@ var vendorFields = []string{
 	"Sforce-Limit-Info", "Stripe-Rate-Limited-Reason", "Ratelimit-Reason", "Ratelimit-Remaining", "Ratelimit-Reset",
 	"X-Ratelimit-Reset-At", "X-Ratelimit-Reset-Ms", "X-Ratelimit-Resettime",
 	"X-Sentry-Rate-Limit-Remaining", "X-Sentry-Rate-Limit-Reset", "X-Sib-Ratelimit-Limit", "X-Ratelimit-Retry-After", "X-Ratelimit-Next", "X-Ratelimit-Fillrate", "X-Ratelimit-Interval-Seconds",
+	"X-Rate-Limit-Api-Token-Max", "X-Rate-Limit-Api-Token-Remaining", "X-Rate-Limit-Api-Token-Interval-Ms", "X-Rate-Limit-Member-Remaining",
+	"X-Ratelimit-Interval", "X-Ratelimit-Period", "X-Ratelimit-Window-Size", "X-Ratelimit-Remaining-30", "X-Ms-Ratelimit-Remaining-Subscription-Reads",
 }
 
 func FuzzVendor(f *testing.F) {
@@ -133,7 +135,7 @@ func FuzzVendor(f *testing.F) {
 
 func FuzzFieldItems(f *testing.F) {
 	for _, v := range []string{"10, 20", "Tue, 10 Mar 2026 12:00:30 GMT, Tue, 10 Mar 2026 12:00:45 GMT", ",,", "Tue,", " a , b ,",
-		"Monday, 09-Mar-26 12:00:00 GMT", "api-usage=18/5000, per-app-api-usage=17/250(appName=a,b)"} {
+		"Monday, 09-Mar-26 12:00:00 GMT", "api-usage=18/5000, per-app-api-usage=17/250(appName=a,b)", "600s", "Api-Token", "Daily", "31622401"} {
 		f.Add(v)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
@@ -156,6 +158,11 @@ func FuzzFieldItems(f *testing.F) {
 			t.Fatalf("parseJSDate(%q) = %v, false", v, tm)
 		}
 		_, _ = xKind(v)
+		for name, parse := range map[string]func(string) (time.Duration, bool){"parsePeriod": parsePeriod, "parsePeriodMillis": parsePeriodMillis} {
+			if d, ok := parse(v); d < 0 || d > maxPeriod || (!ok && d != 0) || (ok && d == 0) {
+				t.Fatalf("%s(%q) = %v, %v", name, v, d, ok)
+			}
+		}
 	})
 }
 
