@@ -104,6 +104,7 @@ func (w *window) add(s *Signal, period time.Duration, unit string) {
 var xPrefixes = [...]struct{ prefix, kind string }{
 	{"X-Ratelimit-", ""},
 	{"X-Rate-Limit-", ""},
+	{"Rate-Limit-", ""},
 	{"X-App-Limit-", "App-"},
 	{"X-User-Limit-", "User-"},
 	{"X-Readratelimit-", "Read-"},
@@ -206,7 +207,7 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 			}
 		}
 		if rest == "" && in.has(famXVendor) {
-			rest = vendorXRest(k) // canonical: the rest as spelt
+			rest = vendorRest(k) // canonical: the rest as spelt
 		}
 		if rest == "" {
 			if k != "X-Rate-Limit" && k != "X-Ratelimit" { // Zendesk, CometChat, Composio

@@ -227,3 +227,26 @@ func TestXRateLimitScopes(t *testing.T) {
 			want:    Signal{Remaining: 1, HasRemaining: true}},
 	})
 }
+
+// A vendor's name before RateLimit- needs no X- (Fastly), and Rate-Limit-
+// alone is the X- family's prefix (Xendit). Before, neither was read.
+func TestVendorPrefixesWithoutX(t *testing.T) {
+	const s = time.Second
+	runCases(t, nil, []signalCase{
+		{name: "Fastly: remaining and an epoch reset", status: 200,
+			headers: [][2]string{dateNow, {"Fastly-RateLimit-Remaining", "999"}, {"Fastly-RateLimit-Reset", "1773145800"}},
+			want:    Signal{Remaining: 999, HasRemaining: true, Reset: 1800 * s}},
+		{name: "Fastly, lower case", status: 429,
+			headers: [][2]string{dateNow, {"fastly-ratelimit-remaining", "0"}, {"fastly-ratelimit-reset", "1773144600"}},
+			want:    Signal{Throttled: true, Wait: 600 * s, HasWait: true, HasRemaining: true, Reset: 600 * s}},
+		{name: "Xendit: Rate-Limit-*, a fractional reset in seconds", status: 200,
+			headers: [][2]string{{"Rate-Limit-Limit", "600"}, {"Rate-Limit-Remaining", "583"}, {"Rate-Limit-Reset", "58.37"}},
+			want:    Signal{Remaining: 583, HasRemaining: true, Reset: 58370 * time.Millisecond, Limit: 600}},
+		{name: "a vendor's field that is no X-RateLimit field says nothing", status: 200,
+			headers: [][2]string{{"Docker-Ratelimit-Source", "192.0.2.1"}, {"Content-Range", "bytes 0-9/10"}, {"Accept-Ranges", "bytes"}},
+			want:    Signal{}},
+		{name: "the vendors with dialects of their own are not read twice", status: 200,
+			headers: [][2]string{{"Zendesk-Ratelimit-Remaining", "0"}, {"Beta-Ratelimit-Remaining", "0"}, {"Anthropic-Ratelimit-Remaining", "0"}},
+			want:    Signal{}},
+	})
+}

@@ -539,7 +539,7 @@ const (
 	famZendesk                         // Zendesk-RateLimit-*
 	famStripe                          // Stripe-Should-Retry, Stripe-Rate-Limited-Reason
 	famSalesforce                      // Sforce-Limit-Info
-	famXVendor                         // X-<vendor>-RateLimit-*, X-<vendor>-Rate-Limit-* (with famXRateLimit)
+	famXVendor                         // [X-]<vendor>-RateLimit-*, [X-]<vendor>-Rate-Limit-* (with famXRateLimit)
 	famNonCanonical                    // one of the above with a non-canonical key
 )
 
@@ -551,21 +551,34 @@ func readsRetryAfter(status int) bool {
 		status == statusOverloaded || status == http.StatusForbidden
 }
 
-// vendorXRest returns the part of the field name k, in any case, after a
-// vendor's X-<Vendor>-RateLimit- or X-<Vendor>-Rate-Limit- prefix
-// (Sentry's X-Sentry-Rate-Limit-Remaining, Brevo's x-sib-ratelimit-reset),
-// or "": a field of the X-RateLimit family. HubSpot's fields have a
-// dialect of their own.
-func vendorXRest(k string) string {
-	if len(k) < len("X-A-Ratelimit-B") || k[0]|0x20 != 'x' || k[1] != '-' {
+// vendorRest returns the part of the field name k, in any case, after a
+// vendor's RateLimit- or Rate-Limit- prefix, with or without an X- before
+// the vendor's name (Sentry's X-Sentry-Rate-Limit-Remaining, Brevo's
+// x-sib-ratelimit-reset, Fastly's Fastly-RateLimit-Remaining), or "": a
+// field of the X-RateLimit family. The vendors whose fields a dialect of
+// their own reads (HubSpot, Anthropic, Zendesk) and Atlassian's
+// Beta-RateLimit (the IETF fields) are not vendors here.
+func vendorRest(k string) string {
+	if len(k) < len("A-Ratelimit-B") {
 		return ""
 	}
-	i := strings.IndexByte(k[2:], '-')
-	if i <= 0 || eqFold(k[2:2+i], "hubspot") {
+	start := 0
+	if k[0]|0x20 == 'x' && k[1] == '-' {
+		start = 2
+	}
+	i := strings.IndexByte(k[start:], '-')
+	if i <= 0 {
 		return ""
 	}
-	rest := k[3+i:]
+	vendor, rest := k[start:start+i], k[start+i+1:]
 	if rest == "" || rest[0]|0x20 != 'r' {
+		return ""
+	}
+	if start == 0 {
+		if eqFold(vendor, "anthropic") || eqFold(vendor, "zendesk") || eqFold(vendor, "beta") {
+			return ""
+		}
+	} else if eqFold(vendor, "hubspot") {
 		return ""
 	}
 	for _, p := range [...]string{"ratelimit-", "rate-limit-"} {
@@ -574,6 +587,21 @@ func vendorXRest(k string) string {
 		}
 	}
 	return ""
+}
+
+// mayBeVendor reports whether k may be a vendor's field (see vendorRest):
+// the '-' after its first word, or after X- and its second, is followed by
+// an 'R'. It rejects most keys with a few byte comparisons.
+func mayBeVendor(k string) bool {
+	if len(k) < len("A-Ratelimit-B") {
+		return false
+	}
+	start := 0
+	if len(k) > 2 && k[0]|0x20 == 'x' && k[1] == '-' {
+		start = 2
+	}
+	i := strings.IndexByte(k[start:], '-')
+	return i > 0 && start+i+1 < len(k) && k[start+i+1]|0x20 == 'r'
 }
 
 // scanHeader finds which families of rate-limit fields a header holds, in
@@ -585,7 +613,7 @@ func scanHeader(h http.Header) family {
 		return 0
 	}
 	for k := range h {
-		if len(k) < 3 || !firstByte[k[0]] {
+		if len(k) < 3 {
 			continue
 		}
 		var f family
@@ -594,12 +622,14 @@ func scanHeader(h http.Header) family {
 			switch {
 			case hasPrefixFold(k, "ratelimit"):
 				f = famIETF
+			case hasPrefixFold(k, "rate-limit-"):
+				f = famXRateLimit // Xendit's Rate-Limit-Remaining: the X- family's fields
 			case hasPrefixFold(k, "retry-after") && (len(k) == 11 || eqFold(k[11:], "-ms")):
 				f = famRetryAfter
 			}
 		case 'x':
 			if k[1] != '-' {
-				continue
+				break
 			}
 			switch {
 			case hasPrefixFold(k, "x-ratelimit") || hasPrefixFold(k, "x-rate-limit") ||
@@ -612,8 +642,6 @@ func scanHeader(h http.Header) family {
 				f = famShopify
 			case hasPrefixFold(k, "x-hubspot-ratelimit-"):
 				f = famHubSpot
-			case vendorXRest(k) != "":
-				f = famXRateLimit | famXVendor
 			}
 		case 'a':
 			switch {
@@ -638,24 +666,22 @@ func scanHeader(h http.Header) family {
 				f = famSalesforce
 			}
 		}
-		if f != 0 {
-			fam |= f
-			if !isCanonical(k) {
-				fam |= famNonCanonical
+		if f == 0 {
+			// A vendor's field, whatever its first letter: the length
+			// first, which most keys fail, then the letter after the
+			// vendor's name.
+			if len(k) < len("A-Ratelimit-B") || !mayBeVendor(k) || vendorRest(k) == "" {
+				continue
 			}
+			f = famXRateLimit | famXVendor
+		}
+		fam |= f
+		if !isCanonical(k) {
+			fam |= famNonCanonical
 		}
 	}
 	return fam
 }
-
-// firstByte marks the bytes a key of a known family may begin with, so that
-// scanHeader rejects most keys with one load.
-var firstByte = func() (t [256]bool) {
-	for _, c := range "rRxXaAbBzZsS" {
-		t[c] = true
-	}
-	return t
-}()
 
 // hasPrefixFold reports whether s begins with prefix, ignoring ASCII case;
 // prefix must be lower-case letters, digits and '-'.
