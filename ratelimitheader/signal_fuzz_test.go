@@ -73,6 +73,7 @@ func FuzzIETF(f *testing.F) {
 	f.Add(`default;q=5`, `default;r=0;t=999999999999999,`, "x")
 	f.Add(`"peruser";q=100;w=60;pk=:cHsdsRa894==:`, `"peruser";r=40;t=10;pk=:cHsdsRa894==:`, "3, 2")
 	f.Add(`10;w=1`, `"a";r=1;pk=x`, "10, 10;w=1, 1000;w=3600")
+	f.Add(``, ``, "76;w=21600")
 	f.Fuzz(func(t *testing.T, policy, limit, limitField string) {
 		h := http.Header{
 			"Date":                {fuzzDate},
