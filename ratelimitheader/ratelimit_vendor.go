@@ -27,9 +27,10 @@ import (
 //     in any form a reset takes), both read on a throttled status as
 //     Retry-After is; the window's length, which is the quota's Period:
 //     Interval-Ms or Interval-Milliseconds (Trello, HighLevel) in
-//     milliseconds, Interval-Seconds, Interval, Period (Datadog), Window or
+//     milliseconds, Interval-Seconds, Period (Datadog), Window or
 //     Window-Size (Composio's 600s) in seconds or as a duration with its
-//     unit; FillRate with Interval-Seconds (Atlassian Data Center: a bucket
+//     unit, Interval only with its unit (ImageKit's bare number counts
+//     milliseconds, most fields' seconds: ambiguous); FillRate with Interval-Seconds (Atlassian Data Center: a bucket
 //     of Limit that refills FillRate every Interval-Seconds), which give
 //     the quota's Limit and Period as the refill;
 //   - kinds: none; the scope of a limit, each scope a window of its own
@@ -127,6 +128,7 @@ const (
 	xFillRate
 	xInterval   // a window's length in seconds, or a duration with its unit
 	xIntervalMs // a window's length in milliseconds
+	xDuration   // a window's length as a duration with its unit only
 	xFields     // the number of fields
 )
 
@@ -155,7 +157,7 @@ var xFieldNames = [...]struct {
 	{"Interval-Milliseconds", xIntervalMs},
 	{"Interval-Ms", xIntervalMs},
 	{"Interval-Seconds", xInterval},
-	{"Interval", xInterval},
+	{"Interval", xDuration},
 	{"Window-Size", xInterval},
 	{"Window", xInterval},
 	{"Period", xInterval},
@@ -254,8 +256,13 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 func (g *xGroup) add(in *input, s *Signal) {
 	unit, period := xKind(g.kind)
 	stated, ok := maxOf(g.lines[xInterval], parsePeriod)
-	if ms, msOK := maxOf(g.lines[xIntervalMs], parsePeriodMillis); msOK && (!ok || ms > stated) {
-		stated, ok = ms, true
+	for _, f := range [...]struct {
+		field xField
+		parse func(string) (time.Duration, bool)
+	}{{xIntervalMs, parsePeriodMillis}, {xDuration, parseDurationPeriod}} {
+		if d, dOK := maxOf(g.lines[f.field], f.parse); dOK && (!ok || d > stated) {
+			stated, ok = d, true
+		}
 	}
 	fill, fillOK := minCount(g.lines[xFillRate])
 	switch {
@@ -483,6 +490,17 @@ func parsePeriod(v string) (time.Duration, bool) {
 		return 0, false
 	}
 	return d, true
+}
+
+// parseDurationPeriod parses the length of a window that must state its
+// unit ("10s", "1m"), bounded as parsePeriod's: a bare number under a name
+// that does not say its unit is ambiguous (ImageKit's X-RateLimit-Interval
+// counts milliseconds, where most fields count seconds), and ignored.
+func parseDurationPeriod(v string) (time.Duration, bool) {
+	if _, ok := parseSeconds(v); ok {
+		return 0, false
+	}
+	return parsePeriod(v)
 }
 
 // parsePeriodMillis parses the length of a window in milliseconds, bounded

@@ -160,7 +160,8 @@ func FuzzFieldItems(f *testing.F) {
 			t.Fatalf("parseJSDate(%q) = %v, false", v, tm)
 		}
 		_, _ = xKind(v)
-		for name, parse := range map[string]func(string) (time.Duration, bool){"parsePeriod": parsePeriod, "parsePeriodMillis": parsePeriodMillis} {
+		for name, parse := range map[string]func(string) (time.Duration, bool){"parsePeriod": parsePeriod, "parsePeriodMillis": parsePeriodMillis,
+			"parseDurationPeriod": parseDurationPeriod} {
 			if d, ok := parse(v); d < 0 || d > maxPeriod || (!ok && d != 0) || (ok && d == 0) {
 				t.Fatalf("%s(%q) = %v, %v", name, v, d, ok)
 			}
