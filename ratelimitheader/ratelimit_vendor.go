@@ -13,7 +13,8 @@ import (
 //   - prefixes X-RateLimit- (GitHub, Discord, Reddit, Atlassian, Linear,
 //     RapidAPI, and countless others), X-Rate-Limit- (Okta, Twitter/X,
 //     Trello), X-App-Limit- and X-User-Limit- (X's 24-hour limits),
-//     X-ReadRateLimit- (Strava's read limits); and the bare X-Rate-Limit
+//     X-<Word>RateLimit-, the word a kind (Strava's X-ReadRateLimit-,
+//     Cloudinary's X-FeatureRateLimit-); and the bare X-Rate-Limit
 //     (Zendesk) and X-RateLimit, read as a Limit; and a vendor's name
 //     between X- and either (Sentry's X-Sentry-Rate-Limit-, Brevo's
 //     X-Sib-Ratelimit-, Azure's X-Ms-Ratelimit-), but HubSpot's, which its
@@ -108,7 +109,6 @@ var xPrefixes = [...]struct{ prefix, kind string }{
 	{"Rate-Limit-", ""},
 	{"X-App-Limit-", "App-"},
 	{"X-User-Limit-", "User-"},
-	{"X-Readratelimit-", "Read-"},
 }
 
 // xField is a field of the X-RateLimit family.
@@ -207,6 +207,9 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 				rest, kind = k[len(p.prefix):], p.kind
 				break
 			}
+		}
+		if w := xWordKind(k); rest == "" && w != "" {
+			rest, kind = k[len("X-")+len(w)+len("Ratelimit-"):], w+"-"
 		}
 		if rest == "" && in.has(famXVendor) {
 			rest = vendorRest(k) // canonical: the rest as spelt

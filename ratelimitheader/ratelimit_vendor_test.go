@@ -253,3 +253,26 @@ func TestVendorPrefixesWithoutX(t *testing.T) {
 			want:    Signal{}},
 	})
 }
+
+// X-<Word>RateLimit-<field>: the word is a kind of its own. Before, only
+// Strava's X-ReadRateLimit- was read, and as a unit other than requests.
+func TestXWordRateLimit(t *testing.T) {
+	const s = time.Second
+	runCases(t, nil, []signalCase{
+		{name: "Cloudinary: X-FeatureRateLimit-*, an HTTP-date reset", status: 200,
+			headers: [][2]string{dateNow, {"X-FeatureRateLimit-Limit", "500"}, {"X-FeatureRateLimit-Remaining", "499"},
+				{"X-FeatureRateLimit-Reset", "Tue, 10 Mar 2026 13:00:00 GMT"}},
+			want: Signal{Remaining: 499, HasRemaining: true, Reset: time.Hour, Limit: 500}},
+		{name: "Cloudinary's 420 is no throttle, its spent limit still a wait", status: 420,
+			headers: [][2]string{dateNow, {"x-featureratelimit-limit", "500"}, {"x-featureratelimit-remaining", "0"},
+				{"x-featureratelimit-reset", "Tue, 10 Mar 2026 12:10:00 GMT"}},
+			want: Signal{Wait: 600 * s, HasWait: true, HasRemaining: true, Reset: 600 * s, Limit: 500}},
+		{name: "Strava: the read limits next to the overall ones", status: 200,
+			headers: [][2]string{dateNow, {"X-RateLimit-Limit", "200,2000"}, {"X-RateLimit-Usage", "10,100"},
+				{"X-ReadRateLimit-Limit", "100,1000"}, {"X-ReadRateLimit-Usage", "90,100"}},
+			want: Signal{Remaining: 10, HasRemaining: true, Reset: 15 * time.Minute, Limit: 100, Period: 15 * time.Minute}},
+		{name: "a word that does not end the segment in RateLimit is none", status: 200,
+			headers: [][2]string{{"X-Ratelimitbysize-Remaining-Minute", "0"}, {"X-Featureratelimited-Remaining", "0"}},
+			want:    Signal{}},
+	})
+}

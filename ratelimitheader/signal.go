@@ -589,6 +589,22 @@ func vendorRest(k string) string {
 	return ""
 }
 
+// xWordKind returns the word before RateLimit in a field name k of the form
+// X-<Word>RateLimit-<field>, in any case (Strava's X-ReadRateLimit-Usage,
+// Cloudinary's X-FeatureRateLimit-Remaining), or "": the word is the kind
+// of the field's limit.
+func xWordKind(k string) string {
+	const rl = "ratelimit"
+	if len(k) < len("X-Aratelimit-B") || k[0]|0x20 != 'x' || k[1] != '-' {
+		return ""
+	}
+	j := strings.IndexByte(k[2:], '-')
+	if j <= len(rl) || 3+j >= len(k) || !eqFold(k[2+j-len(rl):2+j], rl) {
+		return ""
+	}
+	return k[2 : 2+j-len(rl)]
+}
+
 // mayBeVendor reports whether k may be a vendor's field (see vendorRest):
 // the '-' after its first word, or after X- and its second, is followed by
 // an 'R'. It rejects most keys with a few byte comparisons.
@@ -633,8 +649,9 @@ func scanHeader(h http.Header) family {
 			}
 			switch {
 			case hasPrefixFold(k, "x-ratelimit") || hasPrefixFold(k, "x-rate-limit") ||
-				hasPrefixFold(k, "x-app-limit-") || hasPrefixFold(k, "x-user-limit-") ||
-				hasPrefixFold(k, "x-readratelimit-"):
+				hasPrefixFold(k, "x-app-limit-") || hasPrefixFold(k, "x-user-limit-"):
+				f = famXRateLimit
+			case xWordKind(k) != "":
 				f = famXRateLimit
 			case eqFold(k, "x-ms-retry-after-ms"):
 				f = famRetryAfter

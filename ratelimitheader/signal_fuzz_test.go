@@ -105,6 +105,7 @@ var vendorFields = []string{
 	"X-Rate-Limit-Api-Token-Max", "X-Rate-Limit-Api-Token-Remaining", "X-Rate-Limit-Api-Token-Interval-Ms", "X-Rate-Limit-Member-Remaining",
 	"X-Ratelimit-Interval", "X-Ratelimit-Period", "X-Ratelimit-Window-Size", "X-Ratelimit-Remaining-30", "X-Ms-Ratelimit-Remaining-Subscription-Reads",
 	"Fastly-Ratelimit-Remaining", "Fastly-Ratelimit-Reset", "Rate-Limit-Remaining", "Rate-Limit-Reset",
+	"X-Featureratelimit-Remaining", "X-Featureratelimit-Reset",
 }
 
 func FuzzVendor(f *testing.F) {
@@ -137,7 +138,8 @@ func FuzzVendor(f *testing.F) {
 
 func FuzzFieldItems(f *testing.F) {
 	for _, v := range []string{"10, 20", "Tue, 10 Mar 2026 12:00:30 GMT, Tue, 10 Mar 2026 12:00:45 GMT", ",,", "Tue,", " a , b ,",
-		"Monday, 09-Mar-26 12:00:00 GMT", "api-usage=18/5000, per-app-api-usage=17/250(appName=a,b)", "600s", "Api-Token", "Daily", "31622401", "Fastly-RateLimit-Reset", "x-ms-ratelimit-remaining-tenant-reads", "Rate-Limit-"} {
+		"Monday, 09-Mar-26 12:00:00 GMT", "api-usage=18/5000, per-app-api-usage=17/250(appName=a,b)", "600s", "Api-Token", "Daily", "31622401", "Fastly-RateLimit-Reset", "x-ms-ratelimit-remaining-tenant-reads", "Rate-Limit-",
+		"X-FeatureRateLimit-Reset", "x-ratelimit-"} {
 		f.Add(v)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
@@ -160,6 +162,9 @@ func FuzzFieldItems(f *testing.F) {
 			t.Fatalf("parseJSDate(%q) = %v, false", v, tm)
 		}
 		_, _ = xKind(v)
+		if w := xWordKind(v); w != "" && !strings.HasPrefix(v[2:], w) {
+			t.Fatalf("xWordKind(%q) = %q", v, w)
+		}
 		for name, parse := range map[string]func(string) (time.Duration, bool){"parsePeriod": parsePeriod, "parsePeriodMillis": parsePeriodMillis,
 			"parseDurationPeriod": parseDurationPeriod} {
 			if d, ok := parse(v); d < 0 || d > maxPeriod || (!ok && d != 0) || (ok && d == 0) {
