@@ -31,9 +31,10 @@ import (
 //     milliseconds, Interval-Seconds, Period (Datadog), Window or
 //     Window-Size (Composio's 600s) in seconds or as a duration with its
 //     unit, Interval only with its unit (ImageKit's bare number counts
-//     milliseconds, most fields' seconds: ambiguous); FillRate with Interval-Seconds (Atlassian Data Center: a bucket
-//     of Limit that refills FillRate every Interval-Seconds), which give
-//     the quota's Limit and Period as the refill;
+//     milliseconds, most fields' seconds: ambiguous); FillRate with
+//     Interval-Seconds (Atlassian Data Center: a bucket of Limit that
+//     refills FillRate every Interval-Seconds), which give the quota's
+//     Limit and Period as the refill;
 //   - kinds: none; the scope of a limit, each scope a window of its own
 //     (Trello's X-Rate-Limit-Api-Token-Max, -Api-Key- and -Member-, Azure's
 //     X-Ms-Ratelimit-Remaining-Subscription-Reads), Requests among them
@@ -269,7 +270,7 @@ func (g *xGroup) add(in *input, s *Signal) {
 	}
 	fill, fillOK := minCount(g.lines[xFillRate])
 	switch {
-	case !ok || stated <= 0:
+	case !ok:
 		stated = 0
 	case len(g.lines[xFillRate]) > 0 && (!fillOK || fill == 0):
 		// The interval of a refill that is not one: no window at all.
