@@ -3,8 +3,11 @@
 // how long to wait before the next request (Retry-After and its variants,
 // the reset of an exhausted quota), and what quota is left (the IETF
 // RateLimit and RateLimit-Policy fields, drafts -06 to -11, and the vendor
-// dialects: X-RateLimit-*, GitHub, Discord, OpenAI, Anthropic, Shopify,
-// HubSpot, Zendesk, Stripe, Google APIs, Salesforce, Atlassian, Linear).
+// dialects: X-RateLimit-* in its many spellings and scopes, GitHub, Discord,
+// OpenAI, Anthropic, Shopify, HubSpot, Zendesk, Stripe, Google APIs,
+// Salesforce, Atlassian, Linear). Of several windows, a spent one governs
+// the wait, and the one with the least left relative to its window is the
+// quota reported.
 //
 // It is pure: Parse and Parser.Parse take the status, the header, a prefix
 // of the body and the clocks, and return a Signal; they never block, never

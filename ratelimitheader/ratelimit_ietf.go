@@ -270,17 +270,28 @@ func dictFolded(lines []string, q *Quota) bool {
 	return true
 }
 
-// ietfSeparate reads the separate fields of -06, Kong and GitLab.
+// ietfSeparate reads the separate fields of -06, Kong and GitLab. A count
+// may carry its window as a parameter, as early drafts wrote a policy
+// (Docker Hub's RateLimit-Remaining: 76;w=21600).
 func ietfSeparate(in *input, s *Signal) {
 	h := in.Header
 	r, ok := minCount(h["Ratelimit-Remaining"])
+	var window time.Duration // the w of the remaining count, if it has one
+	if !ok && hasParams(h["Ratelimit-Remaining"]) {
+		for _, p := range ietfPolicies(h["Ratelimit-Remaining"]) {
+			if !p.named && (!ok || p.q < r) {
+				r, ok, window = p.q, true, p.w
+			}
+		}
+	}
 	if !ok {
 		return
 	}
 	q := Quota{Remaining: r}
-	if pols := ietfPolicies(h["Ratelimit-Limit"]); len(pols) > 1 && !pols[0].named && hasParams(h["Ratelimit-Limit"]) {
+	if pols := ietfPolicies(h["Ratelimit-Limit"]); len(pols) > 0 && !pols[0].named && hasParams(h["Ratelimit-Limit"]) {
 		// Early drafts: RateLimit-Limit: 10, 10;w=1, 1000;w=3600: the
-		// limit, then the policies, the one of the same size giving its window.
+		// limit, then the policies, the one of the same size giving its
+		// window; or the limit with its own (100;w=21600).
 		q.Limit = pols[0].q
 		for _, p := range pols {
 			if p.q == q.Limit && p.w > 0 {
@@ -290,6 +301,9 @@ func ietfSeparate(in *input, s *Signal) {
 		}
 	} else if l, ok := minCount(h["Ratelimit-Limit"]); ok {
 		q.Limit = l
+	}
+	if q.Period == 0 {
+		q.Period = window
 	}
 	if d, ok := maxReset(h["Ratelimit-Reset"], in); ok {
 		q.Reset = d

@@ -70,5 +70,17 @@ func TestIETFShapes(t *testing.T) {
 		{name: "lower-case field names", status: 200,
 			headers: [][2]string{{"ratelimit", `"default";r=8;t=3`}},
 			want:    ok(Signal{Remaining: 8, HasRemaining: true, Reset: 3 * s})},
+		{name: "Docker Hub: counts that carry their window", status: 200,
+			headers: [][2]string{{"ratelimit-limit", "100;w=21600"}, {"ratelimit-remaining", "76;w=21600"}, {"docker-ratelimit-source", "192.0.2.1"}},
+			want:    ok(Signal{Remaining: 76, HasRemaining: true, Limit: 100, Period: 6 * time.Hour})},
+		{name: "a window on the remaining count alone", status: 200,
+			headers: [][2]string{{"RateLimit-Limit", "100"}, {"RateLimit-Remaining", "0;w=60"}, {"RateLimit-Reset", "20"}},
+			want:    ok(Signal{Wait: 20 * s, HasWait: true, HasRemaining: true, Reset: 20 * s, Limit: 100, Period: 60 * s})},
+		{name: "a remaining count with a bad parameter is ignored", status: 200,
+			headers: [][2]string{{"RateLimit-Remaining", "5;w=0"}, {"RateLimit-Reset", "20"}},
+			want:    ok(Signal{})},
+		{name: "a remaining count that is no Integer is ignored", status: 200,
+			headers: [][2]string{{"RateLimit-Remaining", `"5";w=60`}, {"RateLimit-Limit", "-3;w=60"}},
+			want:    ok(Signal{})},
 	})
 }

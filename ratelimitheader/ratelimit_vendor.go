@@ -11,26 +11,42 @@ import (
 // a field, the kind before or after the field:
 //
 //   - prefixes X-RateLimit- (GitHub, Discord, Reddit, Atlassian, Linear,
-//     RapidAPI, and countless others), X-Rate-Limit- (Okta, Twitter/X),
-//     X-App-Limit- and X-User-Limit- (X's 24-hour limits), X-ReadRateLimit-
-//     (Strava's read limits); and Zendesk's bare X-Rate-Limit; and a
-//     vendor's name between X- and either (Sentry's X-Sentry-Rate-Limit-,
-//     Brevo's X-Sib-Ratelimit-), but HubSpot's, which its dialect reads;
-//   - fields Limit, Remaining, Reset (also spelt Reset-At, ResetAt,
-//     Reset-Time, ResetTime), Reset-After (Discord's precise delta,
-//     preferred to Reset), Reset-Ms (a delta or an epoch in milliseconds),
-//     Used or Usage (Strava: what is left is Limit minus Usage when
-//     Remaining is absent), Retry-After (MailerLite's stated delay in
-//     seconds) and Next (Akamai's instant the next request may go, in any
-//     form a reset takes), both read on a throttled status as Retry-After
-//     is; FillRate and Interval-Seconds (Atlassian Data Center: a bucket
-//     of Limit that refills FillRate every Interval-Seconds), which give
-//     the quota's Limit and Period as the refill;
-//   - kinds: none; Requests (OpenAI's X-RateLimit-Remaining-Requests,
-//     Linear's and RapidAPI's X-RateLimit-Requests-Remaining); a window,
-//     which states the period (Kong's -Minute, -Hour, ..., X's 24hour);
-//     any other (Tokens, Complexity, ...) counts something other than
-//     requests: an exhausted one governs the wait, but is not Remaining.
+//     RapidAPI, and countless others), X-Rate-Limit- (Okta, Twitter/X,
+//     Trello), X-App-Limit- and X-User-Limit- (X's 24-hour limits),
+//     X-<Word>RateLimit-, the word a kind (Strava's X-ReadRateLimit-,
+//     Cloudinary's X-FeatureRateLimit-); and the bare X-Rate-Limit
+//     (Zendesk) and X-RateLimit, read as a Limit; and a vendor's name
+//     between X- and either (Sentry's X-Sentry-Rate-Limit-, Brevo's
+//     X-Sib-Ratelimit-, Azure's X-Ms-Ratelimit-), but HubSpot's, which its
+//     dialect reads;
+//   - fields Limit (also spelt Max, Total), Remaining, Reset (also spelt
+//     Reset-At, ResetAt, Reset-Time, ResetTime), Reset-After (Discord's
+//     precise delta, preferred to Reset), Reset-Ms (a delta or an epoch in
+//     milliseconds), Used or Usage (Strava: what is left is Limit minus
+//     Usage when Remaining is absent), Retry-After (MailerLite's stated
+//     delay in seconds) and Next (Akamai's instant the next request may go,
+//     in any form a reset takes), both read on a throttled status as
+//     Retry-After is; the window's length, which is the quota's Period:
+//     Interval-Ms or Interval-Milliseconds (Trello, HighLevel) in
+//     milliseconds, Interval-Seconds, Period (Datadog), Window or
+//     Window-Size (Composio's 600s) in seconds or as a duration with its
+//     unit, Interval only with its unit (ImageKit's bare number counts
+//     milliseconds, most fields' seconds: ambiguous); FillRate with
+//     Interval-Seconds (Atlassian Data Center: a bucket of Limit that
+//     refills FillRate every Interval-Seconds), which give the quota's
+//     Limit and Period as the refill;
+//   - kinds: none; the scope of a limit, each scope a window of its own
+//     (Trello's X-Rate-Limit-Api-Token-Max, -Api-Key- and -Member-, Azure's
+//     X-Ms-Ratelimit-Remaining-Subscription-Reads), Requests among them
+//     (OpenAI's X-RateLimit-Remaining-Requests, Linear's and RapidAPI's
+//     X-RateLimit-Requests-Remaining); a window, which states the period
+//     (Kong's -Minute, -Hour, ..., or -30 seconds, HighLevel's -Daily, X's
+//     24hour); and a unit other than requests (Tokens, Complexity, Points,
+//     Cost, Credits, Bytes, Units, Concurrent; see xKind): an exhausted
+//     one governs the wait, but is not Remaining.
+//
+// With several scopes or windows, the one with the least left relative to
+// its window binds (see Signal.AddQuota).
 //
 // A reset may be a delta in seconds, an epoch in seconds or milliseconds,
 // a Go duration, an RFC 3339 timestamp (with or without seconds), an
@@ -91,9 +107,9 @@ func (w *window) add(s *Signal, period time.Duration, unit string) {
 var xPrefixes = [...]struct{ prefix, kind string }{
 	{"X-Ratelimit-", ""},
 	{"X-Rate-Limit-", ""},
+	{"Rate-Limit-", ""},
 	{"X-App-Limit-", "App-"},
 	{"X-User-Limit-", "User-"},
-	{"X-Readratelimit-", "Read-"},
 }
 
 // xField is a field of the X-RateLimit family.
@@ -111,8 +127,10 @@ const (
 	xRetryAfter
 	xNext
 	xFillRate
-	xInterval
-	xFields // the number of fields
+	xInterval   // a window's length in seconds, or a duration with its unit
+	xIntervalMs // a window's length in milliseconds
+	xDuration   // a window's length as a duration with its unit only
+	xFields     // the number of fields
 )
 
 // xFieldNames are the fields' names, canonical, longest first where one
@@ -129,13 +147,21 @@ var xFieldNames = [...]struct {
 	{"Resettime", xReset},
 	{"Remaining", xRemaining},
 	{"Limit", xLimit},
+	{"Max", xLimit},
+	{"Total", xLimit},
 	{"Reset", xReset},
 	{"Used", xUsed},
 	{"Usage", xUsage},
 	{"Retry-After", xRetryAfter},
 	{"Next", xNext},
 	{"Fillrate", xFillRate},
+	{"Interval-Milliseconds", xIntervalMs},
+	{"Interval-Ms", xIntervalMs},
 	{"Interval-Seconds", xInterval},
+	{"Interval", xDuration},
+	{"Window-Size", xInterval},
+	{"Window", xInterval},
+	{"Period", xInterval},
 }
 
 // splitXName returns the kind and field of the part of a field name after
@@ -183,11 +209,14 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 				break
 			}
 		}
+		if w := xWordKind(k); rest == "" && w != "" {
+			rest, kind = k[len("X-")+len(w)+len("Ratelimit-"):], w+"-"
+		}
 		if rest == "" && in.has(famXVendor) {
-			rest = vendorXRest(k) // canonical: the rest as spelt
+			rest = vendorRest(k) // canonical: the rest as spelt
 		}
 		if rest == "" {
-			if k != "X-Rate-Limit" { // Zendesk
+			if k != "X-Rate-Limit" && k != "X-Ratelimit" { // Zendesk, CometChat, Composio
 				continue
 			}
 			rest = "Limit"
@@ -230,6 +259,25 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 // add records the windows of g in s.
 func (g *xGroup) add(in *input, s *Signal) {
 	unit, period := xKind(g.kind)
+	stated, ok := maxOf(g.lines[xInterval], parsePeriod)
+	for _, f := range [...]struct {
+		field xField
+		parse func(string) (time.Duration, bool)
+	}{{xIntervalMs, parsePeriodMillis}, {xDuration, parseDurationPeriod}} {
+		if d, dOK := maxOf(g.lines[f.field], f.parse); dOK && (!ok || d > stated) {
+			stated, ok = d, true
+		}
+	}
+	fill, fillOK := minCount(g.lines[xFillRate])
+	switch {
+	case !ok:
+		stated = 0
+	case len(g.lines[xFillRate]) > 0 && (!fillOK || fill == 0):
+		// The interval of a refill that is not one: no window at all.
+		stated = 0
+	default:
+		period = stated // stated outright, it wins over the kind's name
+	}
 	if len(g.lines[xRetryAfter])+len(g.lines[xNext]) > 0 && readsRetryAfter(in.Status) {
 		// Read where Retry-After is, and as it is (see Parser.Parse).
 		d, ok := maxOf(g.lines[xRetryAfter], parseSeconds)
@@ -307,12 +355,10 @@ func (g *xGroup) add(in *input, s *Signal) {
 	if n, ok := minCount(lim); ok {
 		w.limit, w.hasLimit = n, true
 	}
-	if f, ok := minCount(g.lines[xFillRate]); ok && f > 0 {
-		if d, ok := maxOf(g.lines[xInterval], parseSeconds); ok && d > 0 {
-			// A bucket that states its refill: FillRate every interval.
-			// Limit is its size, which Remaining shows at most.
-			w.limit, w.hasLimit, period = f, true, d
-		}
+	if fillOK && fill > 0 && stated > 0 {
+		// A bucket that states its refill: FillRate every interval.
+		// Limit is its size, which Remaining shows at most.
+		w.limit, w.hasLimit = fill, true
 	}
 	if r, ok := minCount(rem); ok {
 		w.remaining, w.hasRem = r, true
@@ -351,23 +397,44 @@ func stravaWindow(i int, now time.Time) (period, reset time.Duration) {
 }
 
 // xKind returns the unit and the window a kind of X-RateLimit field
-// implies: "" for requests, and the period when the kind names it.
+// implies. A kind is the scope of a limit (Trello's Api-Token, Api-Key and
+// Member, X's App, Azure's Subscription-Reads) or a window (Kong's Minute),
+// and counts requests, unless one of its words names another unit (OpenAI's
+// Tokens, Linear's Complexity): the unit is that word, lower case. The
+// period is the window the kind's last word names, if it names one.
 func xKind(kind string) (unit string, period time.Duration) {
 	if kind == "" {
 		return "", 0
 	}
 	last := kind[strings.LastIndexByte(kind, '-')+1:]
 	if p, ok := periodName(last); ok {
-		return "", p
+		period = p
 	}
-	if last == "Requests" || last == "Request" {
-		return "", 0
+	for word := range strings.SplitSeq(kind, "-") {
+		for _, u := range nonRequestUnits {
+			if strings.EqualFold(word, u) {
+				return u, period
+			}
+		}
 	}
-	return strings.ToLower(kind), 0
+	return "", period
 }
 
-// periodName parses a window's name: Second, Minute, Hour, Day, Month,
-// Year (Kong), or a count and a unit such as 24hour or 15min.
+// nonRequestUnits are the words that name, in a kind of X-RateLimit field,
+// a quantity other than requests: a limit of it governs the wait when spent,
+// but its count is not a request quota. "Token" alone is a credential
+// (Trello's Api-Token), not a unit.
+var nonRequestUnits = [...]string{"tokens", "complexity", "points", "cost", "credits", "bytes", "units", "concurrent", "concurrency"}
+
+// maxPeriod bounds the length of a window stated as a number (Kong's
+// X-RateLimit-Remaining-30, an Interval): a longer one is no window to pace
+// by, and is ignored.
+const maxPeriod = 366 * 24 * time.Hour
+
+// periodName parses a window's name: Second, Minute, Hour, Day, Week, Month,
+// Year (Kong) or their adjectives (Secondly, Daily, ...), a count and a unit
+// such as 24hour or 15min, or a bare number of seconds (Kong's windows
+// without a name, X-RateLimit-Limit-30).
 func periodName(v string) (time.Duration, bool) {
 	i := 0
 	for i < len(v) && isDigit(v[i]) {
@@ -376,29 +443,78 @@ func periodName(v string) (time.Duration, bool) {
 	n := int64(1)
 	if i > 0 {
 		c, ok := parseCount(v[:i])
-		if !ok || c == 0 || c > 1000 {
+		if !ok || c == 0 {
+			return 0, false
+		}
+		if i == len(v) {
+			if c > int64(maxPeriod/time.Second) {
+				return 0, false
+			}
+			return time.Duration(c) * time.Second, true
+		}
+		if c > 1000 {
 			return 0, false
 		}
 		n = c
 	}
 	var unit time.Duration
 	switch strings.ToLower(v[i:]) {
-	case "second", "sec", "s":
+	case "second", "secondly", "sec", "s":
 		unit = time.Second
-	case "minute", "min", "m":
+	case "minute", "minutely", "min", "m":
 		unit = time.Minute
-	case "hour", "h":
+	case "hour", "hourly", "h":
 		unit = time.Hour
-	case "day", "d":
+	case "day", "daily", "d":
 		unit = 24 * time.Hour
-	case "month":
+	case "week", "weekly":
+		unit = 7 * 24 * time.Hour
+	case "month", "monthly":
 		unit = 30 * 24 * time.Hour
-	case "year":
+	case "year", "yearly":
 		unit = 365 * 24 * time.Hour
 	default:
 		return 0, false
 	}
 	return time.Duration(n) * unit, true
+}
+
+// parsePeriod parses the length of a window: a number of seconds, or a
+// duration with its unit ("600s", "1m"). A window of no length, or of more
+// than maxPeriod, is none.
+func parsePeriod(v string) (time.Duration, bool) {
+	v = trimOWS(v)
+	d, ok := parseSeconds(v)
+	if !ok && v != "" && isDigit(v[0]) {
+		if pd, err := time.ParseDuration(v); err == nil {
+			d, ok = pd, true
+		}
+	}
+	if !ok || d <= 0 || d > maxPeriod {
+		return 0, false
+	}
+	return d, true
+}
+
+// parseDurationPeriod parses the length of a window that must state its
+// unit ("10s", "1m"), bounded as parsePeriod's: a bare number under a name
+// that does not say its unit is ambiguous (ImageKit's X-RateLimit-Interval
+// counts milliseconds, where most fields count seconds), and ignored.
+func parseDurationPeriod(v string) (time.Duration, bool) {
+	if _, ok := parseSeconds(v); ok {
+		return 0, false
+	}
+	return parsePeriod(v)
+}
+
+// parsePeriodMillis parses the length of a window in milliseconds, bounded
+// as parsePeriod's.
+func parsePeriodMillis(v string) (time.Duration, bool) {
+	d, ok := parseMillis(v)
+	if !ok || d <= 0 || d > maxPeriod {
+		return 0, false
+	}
+	return d, true
 }
 
 // firstItem returns the first member of a field, or "".

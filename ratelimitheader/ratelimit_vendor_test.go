@@ -29,9 +29,9 @@ func TestVendorShapes(t *testing.T) {
 				{"X-HubSpot-RateLimit-Interval-Milliseconds", "10000"}, {"X-HubSpot-RateLimit-Max", "100"}, {"X-HubSpot-RateLimit-Remaining", "0"},
 				{"X-HubSpot-RateLimit-Secondly", "10"}, {"X-HubSpot-RateLimit-Secondly-Remaining", "5"}},
 			want: ok(Signal{HasRemaining: true, Limit: 100, Period: 10 * s})},
-		{name: "Kong without RateLimit-*", status: 200,
+		{name: "Kong without RateLimit-*: 57 left of the hour bind more than 3 of the minute", status: 200,
 			headers: [][2]string{{"X-RateLimit-Limit-Minute", "10"}, {"X-RateLimit-Remaining-Minute", "3"}, {"X-RateLimit-Limit-Hour", "100"}, {"X-RateLimit-Remaining-Hour", "57"}},
-			want:    ok(Signal{Remaining: 3, HasRemaining: true, Limit: 10, Period: time.Minute})},
+			want:    ok(Signal{Remaining: 57, HasRemaining: true, Limit: 100, Period: time.Hour})},
 		{name: "Kong: two descriptions of one window complete each other", status: 200,
 			headers: [][2]string{{"X-RateLimit-Limit-Minute", "10"}, {"X-RateLimit-Remaining-Minute", "0"}, {"RateLimit-Limit", "10"}, {"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "25"}},
 			want:    ok(Signal{Wait: 25 * s, HasWait: true, HasRemaining: true, Reset: 25 * s, Limit: 10, Period: time.Minute})},
@@ -165,5 +165,114 @@ func TestVendorShapes(t *testing.T) {
 		{name: "a JavaScript date cut short is no reset", status: 429,
 			headers: [][2]string{dateNow, {"X-Ratelimit-Remaining", "0"}, {"X-Ratelimit-Reset", "Tue Mar 10 2026 08:00:05 GMT (EDT)"}},
 			want:    ok(Signal{Throttled: true, HasRemaining: true})},
+	})
+}
+
+// X-Rate-Limit-<scope>-{Max,Limit,Remaining,Interval-Ms,Interval,Reset}:
+// each scope is a window of its own, and the kind names a unit other than
+// requests only when one of its words does. Before, Trello's Api-Token was
+// taken for such a unit, Max and Interval-Ms were not read, and nothing of
+// its headers reached the signal.
+func TestXRateLimitScopes(t *testing.T) {
+	const s = time.Second
+	trello := func(token, key string) [][2]string {
+		return [][2]string{
+			{"x-rate-limit-api-token-interval-ms", "10000"}, {"x-rate-limit-api-token-max", "100"}, {"x-rate-limit-api-token-remaining", token},
+			{"x-rate-limit-api-key-interval-ms", "10000"}, {"x-rate-limit-api-key-max", "300"}, {"x-rate-limit-api-key-remaining", key},
+		}
+	}
+	runCases(t, nil, []signalCase{
+		{name: "Trello: the token's window binds", status: 200, headers: trello("99", "299"),
+			want: Signal{Remaining: 99, HasRemaining: true, Limit: 100, Period: 10 * s}},
+		{name: "Trello: the key's window, spent by other tokens, binds", status: 200, headers: trello("80", "4"),
+			want: Signal{Remaining: 4, HasRemaining: true, Limit: 300, Period: 10 * s}},
+		{name: "Trello: the members route's 900 s window binds", status: 200,
+			headers: append(trello("20", "250"), [][2]string{{"x-rate-limit-member-interval-ms", "900000"},
+				{"x-rate-limit-member-max", "100"}, {"x-rate-limit-member-remaining", "60"}}...),
+			want: Signal{Remaining: 60, HasRemaining: true, Limit: 100, Period: 900 * s}},
+		{name: "Trello: a spent token window names no wait", status: 429, headers: trello("0", "180"),
+			want: Signal{Throttled: true, HasRemaining: true, Limit: 100, Period: 10 * s}},
+		{name: "Azure: a scope after the field", status: 200,
+			headers: [][2]string{{"x-ms-ratelimit-remaining-subscription-reads", "11999"}, {"x-ms-ratelimit-remaining-tenant-reads", "11990"}},
+			want:    Signal{Remaining: 11990, HasRemaining: true}},
+		{name: "HighLevel: Max over Interval-Milliseconds, and a Daily kind", status: 200,
+			headers: [][2]string{{"X-RateLimit-Limit-Daily", "200000"}, {"X-RateLimit-Daily-Remaining", "1000"},
+				{"X-RateLimit-Interval-Milliseconds", "10000"}, {"X-RateLimit-Max", "100"}, {"X-RateLimit-Remaining", "95"}},
+			want: Signal{Remaining: 1000, HasRemaining: true, Limit: 200000, Period: 24 * time.Hour}},
+		{name: "Datadog: X-RateLimit-Period", status: 200,
+			headers: [][2]string{{"X-RateLimit-Limit", "600"}, {"X-RateLimit-Period", "60"}, {"X-RateLimit-Remaining", "598"}, {"X-RateLimit-Reset", "42"}},
+			want:    Signal{Remaining: 598, HasRemaining: true, Reset: 42 * s, Limit: 600, Period: time.Minute}},
+		{name: "Composio: a bare X-RateLimit and a Window-Size with its unit", status: 200,
+			headers: [][2]string{{"X-RateLimit", "20000"}, {"X-RateLimit-Remaining", "19990"}, {"X-RateLimit-Window-Size", "600s"}},
+			want:    Signal{Remaining: 19990, HasRemaining: true, Limit: 20000, Period: 10 * time.Minute}},
+		{name: "Freshdesk: Total", status: 200,
+			headers: [][2]string{{"X-RateLimit-Total", "200"}, {"X-RateLimit-Remaining", "150"}, {"X-RateLimit-Used-CurrentRequest", "3"}},
+			want:    Signal{Remaining: 150, HasRemaining: true, Limit: 200}},
+		{name: "Kong: a window without a name is its seconds", status: 200,
+			headers: [][2]string{{"X-RateLimit-Limit-30", "10"}, {"X-RateLimit-Remaining-30", "9"}},
+			want:    Signal{Remaining: 9, HasRemaining: true, Limit: 10, Period: 30 * s}},
+		{name: "a stated interval wins over the kind's window", status: 200,
+			headers: [][2]string{{"X-RateLimit-Limit-Minute", "10"}, {"X-RateLimit-Remaining-Minute", "9"}, {"X-RateLimit-Interval-Minute", "30s"}},
+			want:    Signal{Remaining: 9, HasRemaining: true, Limit: 10, Period: 30 * s}},
+		{name: "an Interval without its unit is ambiguous (ImageKit's counts milliseconds)", status: 200,
+			headers: [][2]string{{"X-RateLimit-Limit", "100"}, {"X-RateLimit-Remaining", "99"}, {"X-RateLimit-Interval", "1000"}},
+			want:    Signal{Remaining: 99, HasRemaining: true, Limit: 100}},
+		{name: "a kind's word that names a unit: not requests", status: 200,
+			headers: [][2]string{{"X-RateLimit-Remaining-Input-Tokens-Minute", "0"}, {"X-RateLimit-Reset-Input-Tokens-Minute", "5"},
+				{"X-RateLimit-Remaining-Api-Token", "7"}},
+			want: Signal{Wait: 5 * s, HasWait: true, Remaining: 7, HasRemaining: true}},
+		{name: "malformed intervals are no window", status: 200,
+			headers: [][2]string{{"X-RateLimit-Limit", "10"}, {"X-RateLimit-Remaining", "9"}, {"X-RateLimit-Interval", "-5"},
+				{"X-RateLimit-Period", "0"}, {"X-RateLimit-Window", "1e3"}, {"X-RateLimit-Interval-Ms", "soon"}},
+			want: Signal{Remaining: 9, HasRemaining: true, Limit: 10}},
+		{name: "a window of centuries is none", status: 200,
+			headers: [][2]string{{"X-RateLimit-Remaining", "9"}, {"X-RateLimit-Period", "99999999999999999999"}, {"X-RateLimit-Remaining-99999999999", "1"}},
+			want:    Signal{Remaining: 1, HasRemaining: true}},
+	})
+}
+
+// A vendor's name before RateLimit- needs no X- (Fastly), and Rate-Limit-
+// alone is the X- family's prefix (Xendit). Before, neither was read.
+func TestVendorPrefixesWithoutX(t *testing.T) {
+	const s = time.Second
+	runCases(t, nil, []signalCase{
+		{name: "Fastly: remaining and an epoch reset", status: 200,
+			headers: [][2]string{dateNow, {"Fastly-RateLimit-Remaining", "999"}, {"Fastly-RateLimit-Reset", "1773145800"}},
+			want:    Signal{Remaining: 999, HasRemaining: true, Reset: 1800 * s}},
+		{name: "Fastly, lower case", status: 429,
+			headers: [][2]string{dateNow, {"fastly-ratelimit-remaining", "0"}, {"fastly-ratelimit-reset", "1773144600"}},
+			want:    Signal{Throttled: true, Wait: 600 * s, HasWait: true, HasRemaining: true, Reset: 600 * s}},
+		{name: "Xendit: Rate-Limit-*, a fractional reset in seconds", status: 200,
+			headers: [][2]string{{"Rate-Limit-Limit", "600"}, {"Rate-Limit-Remaining", "583"}, {"Rate-Limit-Reset", "58.37"}},
+			want:    Signal{Remaining: 583, HasRemaining: true, Reset: 58370 * time.Millisecond, Limit: 600}},
+		{name: "a vendor's field that is no X-RateLimit field says nothing", status: 200,
+			headers: [][2]string{{"Docker-Ratelimit-Source", "192.0.2.1"}, {"Content-Range", "bytes 0-9/10"}, {"Accept-Ranges", "bytes"}},
+			want:    Signal{}},
+		{name: "the vendors with dialects of their own are not read twice", status: 200,
+			headers: [][2]string{{"Zendesk-Ratelimit-Remaining", "0"}, {"Beta-Ratelimit-Remaining", "0"}, {"Anthropic-Ratelimit-Remaining", "0"}},
+			want:    Signal{}},
+	})
+}
+
+// X-<Word>RateLimit-<field>: the word is a kind of its own. Before, only
+// Strava's X-ReadRateLimit- was read, and as a unit other than requests.
+func TestXWordRateLimit(t *testing.T) {
+	const s = time.Second
+	runCases(t, nil, []signalCase{
+		{name: "Cloudinary: X-FeatureRateLimit-*, an HTTP-date reset", status: 200,
+			headers: [][2]string{dateNow, {"X-FeatureRateLimit-Limit", "500"}, {"X-FeatureRateLimit-Remaining", "499"},
+				{"X-FeatureRateLimit-Reset", "Tue, 10 Mar 2026 13:00:00 GMT"}},
+			want: Signal{Remaining: 499, HasRemaining: true, Reset: time.Hour, Limit: 500}},
+		{name: "Cloudinary's 420 is no throttle, its spent limit still a wait", status: 420,
+			headers: [][2]string{dateNow, {"x-featureratelimit-limit", "500"}, {"x-featureratelimit-remaining", "0"},
+				{"x-featureratelimit-reset", "Tue, 10 Mar 2026 12:10:00 GMT"}},
+			want: Signal{Wait: 600 * s, HasWait: true, HasRemaining: true, Reset: 600 * s, Limit: 500}},
+		{name: "Strava: the read limits next to the overall ones", status: 200,
+			headers: [][2]string{dateNow, {"X-RateLimit-Limit", "200,2000"}, {"X-RateLimit-Usage", "10,100"},
+				{"X-ReadRateLimit-Limit", "100,1000"}, {"X-ReadRateLimit-Usage", "90,100"}},
+			want: Signal{Remaining: 10, HasRemaining: true, Reset: 15 * time.Minute, Limit: 100, Period: 15 * time.Minute}},
+		{name: "a word that does not end the segment in RateLimit is none", status: 200,
+			headers: [][2]string{{"X-Ratelimitbysize-Remaining-Minute", "0"}, {"X-Featureratelimited-Remaining", "0"}},
+			want:    Signal{}},
 	})
 }

@@ -1,6 +1,7 @@
 package ratelimitheader
 
 import (
+	"cmp"
 	"net/http"
 	"net/textproto"
 	"strings"
@@ -63,7 +64,8 @@ type Signal struct {
 
 	// Remaining is the number of requests left in the tightest window the
 	// response described: an exhausted one if any, else the one with the
-	// fewest left. It is meaningful only when HasRemaining is true.
+	// least left relative to its window (see AddQuota). It is meaningful only
+	// when HasRemaining is true.
 	Remaining int64
 
 	// HasRemaining reports that the response stated a usable remaining
@@ -149,10 +151,14 @@ func (s *Signal) refineRetryAfter(d time.Duration) {
 // AddQuota records one rate-limit window. An exhausted window (Remaining 0)
 // with a known Reset sets the wait, unless a stated delay already did; of
 // several exhausted windows the one that resets last governs. A request window
-// becomes the signal's Remaining, Reset, Limit and Period when it is tighter
-// than the one recorded so far: fewer requests left or, on a tie, a later
-// reset. Two windows with as many requests left and no conflicting Limit are
-// taken for one window described twice, and complete each other.
+// becomes the signal's Remaining, Reset, Limit and Period when it binds more
+// than the one recorded so far: it has the least left relative to its window,
+// that is fewer requests per second of what is left of it (until its Reset,
+// or over its Period when the reset is unknown). When either window's length
+// is unknown, the one with fewer requests left binds; on a tie, the one that
+// resets later. Two windows with as many requests left and no conflicting
+// Limit or Period are taken for one window described twice, and complete
+// each other.
 func (s *Signal) AddQuota(q Quota) {
 	if q.Remaining < 0 {
 		return
@@ -165,10 +171,8 @@ func (s *Signal) AddQuota(q Quota) {
 		return
 	}
 	switch {
-	case !s.HasRemaining || q.Remaining < s.Remaining:
-		s.Remaining, s.HasRemaining, s.Reset, s.Limit, s.Period = q.Remaining, true, q.Reset, q.Limit, q.Period
-	case q.Remaining > s.Remaining:
-	case s.Limit == 0 || q.Limit == 0 || s.Limit == q.Limit:
+	case !s.HasRemaining:
+	case q.Remaining == s.Remaining && compatible(s.Limit, q.Limit) && compatible(int64(s.Period), int64(q.Period)):
 		// Likely one window described twice (Kong sends RateLimit-* and
 		// X-RateLimit-*-Minute): let each description complete the other.
 		s.Reset = max(s.Reset, q.Reset)
@@ -178,9 +182,33 @@ func (s *Signal) AddQuota(q Quota) {
 		if s.Period == 0 {
 			s.Period = q.Period
 		}
-	case q.Reset > s.Reset:
-		s.Reset, s.Limit, s.Period = q.Reset, q.Limit, q.Period
+		return
+	case !binds(q.Remaining, q.Reset, q.Period, s.Remaining, s.Reset, s.Period):
+		return
 	}
+	s.Remaining, s.HasRemaining, s.Reset, s.Limit, s.Period = q.Remaining, true, q.Reset, q.Limit, q.Period
+}
+
+// compatible reports whether two statements of a window's size or length
+// may describe the same window: equal, or one of them unknown (zero).
+func compatible(a, b int64) bool { return a == 0 || b == 0 || a == b }
+
+// binds reports whether window a (r requests left, resetting after reset,
+// over a window of period; zero when unknown) binds more than window b: it
+// has fewer requests per second of what is left of it (its reset, else its
+// period), or, when either has no known length, fewer requests left; on a
+// tie, it resets later.
+func binds(ra int64, reseta, perioda time.Duration, rb int64, resetb, periodb time.Duration) bool {
+	ta, tb := cmp.Or(reseta, perioda), cmp.Or(resetb, periodb)
+	if ta > 0 && tb > 0 {
+		// ra/ta < rb/tb, in floating point: the products overflow int64.
+		if x, y := float64(ra)*float64(tb), float64(rb)*float64(ta); x != y {
+			return x < y
+		}
+	} else if ra != rb {
+		return ra < rb
+	}
+	return reseta > resetb
 }
 
 // Input is the part of an HTTP response that signal parsing reads,
@@ -349,7 +377,7 @@ var builtinDialects = []Dialect{
 // DefaultDialects returns a new slice of the built-in dialects, in the order
 // Parse runs them: IETF RateLimit (drafts -06 to -11), X-RateLimit-*
 // (GitHub, Discord, Reddit, OpenAI, Kong, Okta, Twitter/X, Atlassian,
-// Linear, RapidAPI, Strava), GitHub's 403, Discord's body, OpenAI's billing
+// Linear, RapidAPI, Strava, Trello, Azure, Datadog), GitHub's 403, Discord's body, OpenAI's billing
 // errors, Anthropic, Shopify, HubSpot, Zendesk, Stripe, Google APIs
 // (Gemini's RetryInfo), Salesforce, Atlassian's RateLimit-Reason and
 // Linear's 400 RATELIMITED. Append your own to add a vendor. Each built-in
@@ -511,7 +539,7 @@ const (
 	famZendesk                         // Zendesk-RateLimit-*
 	famStripe                          // Stripe-Should-Retry, Stripe-Rate-Limited-Reason
 	famSalesforce                      // Sforce-Limit-Info
-	famXVendor                         // X-<vendor>-RateLimit-*, X-<vendor>-Rate-Limit-* (with famXRateLimit)
+	famXVendor                         // [X-]<vendor>-RateLimit-*, [X-]<vendor>-Rate-Limit-* (with famXRateLimit)
 	famNonCanonical                    // one of the above with a non-canonical key
 )
 
@@ -523,21 +551,34 @@ func readsRetryAfter(status int) bool {
 		status == statusOverloaded || status == http.StatusForbidden
 }
 
-// vendorXRest returns the part of the field name k, in any case, after a
-// vendor's X-<Vendor>-RateLimit- or X-<Vendor>-Rate-Limit- prefix
-// (Sentry's X-Sentry-Rate-Limit-Remaining, Brevo's x-sib-ratelimit-reset),
-// or "": a field of the X-RateLimit family. HubSpot's fields have a
-// dialect of their own.
-func vendorXRest(k string) string {
-	if len(k) < len("X-A-Ratelimit-B") || k[0]|0x20 != 'x' || k[1] != '-' {
+// vendorRest returns the part of the field name k, in any case, after a
+// vendor's RateLimit- or Rate-Limit- prefix, with or without an X- before
+// the vendor's name (Sentry's X-Sentry-Rate-Limit-Remaining, Brevo's
+// x-sib-ratelimit-reset, Fastly's Fastly-RateLimit-Remaining), or "": a
+// field of the X-RateLimit family. The vendors whose fields a dialect of
+// their own reads (HubSpot, Anthropic, Zendesk) and Atlassian's
+// Beta-RateLimit (the IETF fields) are not vendors here.
+func vendorRest(k string) string {
+	if len(k) < len("A-Ratelimit-B") {
 		return ""
 	}
-	i := strings.IndexByte(k[2:], '-')
-	if i <= 0 || eqFold(k[2:2+i], "hubspot") {
+	start := 0
+	if k[0]|0x20 == 'x' && k[1] == '-' {
+		start = 2
+	}
+	i := strings.IndexByte(k[start:], '-')
+	if i <= 0 {
 		return ""
 	}
-	rest := k[3+i:]
+	vendor, rest := k[start:start+i], k[start+i+1:]
 	if rest == "" || rest[0]|0x20 != 'r' {
+		return ""
+	}
+	if start == 0 {
+		if eqFold(vendor, "anthropic") || eqFold(vendor, "zendesk") || eqFold(vendor, "beta") {
+			return ""
+		}
+	} else if eqFold(vendor, "hubspot") {
 		return ""
 	}
 	for _, p := range [...]string{"ratelimit-", "rate-limit-"} {
@@ -546,6 +587,37 @@ func vendorXRest(k string) string {
 		}
 	}
 	return ""
+}
+
+// xWordKind returns the word before RateLimit in a field name k of the form
+// X-<Word>RateLimit-<field>, in any case (Strava's X-ReadRateLimit-Usage,
+// Cloudinary's X-FeatureRateLimit-Remaining), or "": the word is the kind
+// of the field's limit.
+func xWordKind(k string) string {
+	const rl = "ratelimit"
+	if len(k) < len("X-Aratelimit-B") || k[0]|0x20 != 'x' || k[1] != '-' {
+		return ""
+	}
+	j := strings.IndexByte(k[2:], '-')
+	if j <= len(rl) || 3+j >= len(k) || !eqFold(k[2+j-len(rl):2+j], rl) {
+		return ""
+	}
+	return k[2 : 2+j-len(rl)]
+}
+
+// mayBeVendor reports whether k may be a vendor's field (see vendorRest):
+// the '-' after its first word, or after X- and its second, is followed by
+// an 'R'. It rejects most keys with a few byte comparisons.
+func mayBeVendor(k string) bool {
+	if len(k) < len("A-Ratelimit-B") {
+		return false
+	}
+	start := 0
+	if len(k) > 2 && k[0]|0x20 == 'x' && k[1] == '-' {
+		start = 2
+	}
+	i := strings.IndexByte(k[start:], '-')
+	return i > 0 && start+i+1 < len(k) && k[start+i+1]|0x20 == 'r'
 }
 
 // scanHeader finds which families of rate-limit fields a header holds, in
@@ -557,7 +629,7 @@ func scanHeader(h http.Header) family {
 		return 0
 	}
 	for k := range h {
-		if len(k) < 3 || !firstByte[k[0]] {
+		if len(k) < 3 {
 			continue
 		}
 		var f family
@@ -566,17 +638,20 @@ func scanHeader(h http.Header) family {
 			switch {
 			case hasPrefixFold(k, "ratelimit"):
 				f = famIETF
+			case hasPrefixFold(k, "rate-limit-"):
+				f = famXRateLimit // Xendit's Rate-Limit-Remaining: the X- family's fields
 			case hasPrefixFold(k, "retry-after") && (len(k) == 11 || eqFold(k[11:], "-ms")):
 				f = famRetryAfter
 			}
 		case 'x':
 			if k[1] != '-' {
-				continue
+				break
 			}
 			switch {
 			case hasPrefixFold(k, "x-ratelimit") || hasPrefixFold(k, "x-rate-limit") ||
-				hasPrefixFold(k, "x-app-limit-") || hasPrefixFold(k, "x-user-limit-") ||
-				hasPrefixFold(k, "x-readratelimit-"):
+				hasPrefixFold(k, "x-app-limit-") || hasPrefixFold(k, "x-user-limit-"):
+				f = famXRateLimit
+			case xWordKind(k) != "":
 				f = famXRateLimit
 			case eqFold(k, "x-ms-retry-after-ms"):
 				f = famRetryAfter
@@ -584,8 +659,6 @@ func scanHeader(h http.Header) family {
 				f = famShopify
 			case hasPrefixFold(k, "x-hubspot-ratelimit-"):
 				f = famHubSpot
-			case vendorXRest(k) != "":
-				f = famXRateLimit | famXVendor
 			}
 		case 'a':
 			switch {
@@ -610,24 +683,22 @@ func scanHeader(h http.Header) family {
 				f = famSalesforce
 			}
 		}
-		if f != 0 {
-			fam |= f
-			if !isCanonical(k) {
-				fam |= famNonCanonical
+		if f == 0 {
+			// A vendor's field, whatever its first letter: the length
+			// first, which most keys fail, then the letter after the
+			// vendor's name.
+			if len(k) < len("A-Ratelimit-B") || !mayBeVendor(k) || vendorRest(k) == "" {
+				continue
 			}
+			f = famXRateLimit | famXVendor
+		}
+		fam |= f
+		if !isCanonical(k) {
+			fam |= famNonCanonical
 		}
 	}
 	return fam
 }
-
-// firstByte marks the bytes a key of a known family may begin with, so that
-// scanHeader rejects most keys with one load.
-var firstByte = func() (t [256]bool) {
-	for _, c := range "rRxXaAbBzZsS" {
-		t[c] = true
-	}
-	return t
-}()
 
 // hasPrefixFold reports whether s begins with prefix, ignoring ASCII case;
 // prefix must be lower-case letters, digits and '-'.

@@ -73,6 +73,7 @@ func FuzzIETF(f *testing.F) {
 	f.Add(`default;q=5`, `default;r=0;t=999999999999999,`, "x")
 	f.Add(`"peruser";q=100;w=60;pk=:cHsdsRa894==:`, `"peruser";r=40;t=10;pk=:cHsdsRa894==:`, "3, 2")
 	f.Add(`10;w=1`, `"a";r=1;pk=x`, "10, 10;w=1, 1000;w=3600")
+	f.Add(``, ``, "76;w=21600")
 	f.Fuzz(func(t *testing.T, policy, limit, limitField string) {
 		h := http.Header{
 			"Date":                {fuzzDate},
@@ -101,6 +102,10 @@ var vendorFields = []string{
 	"Sforce-Limit-Info", "Stripe-Rate-Limited-Reason", "Ratelimit-Reason", "Ratelimit-Remaining", "Ratelimit-Reset",
 	"X-Ratelimit-Reset-At", "X-Ratelimit-Reset-Ms", "X-Ratelimit-Resettime",
 	"X-Sentry-Rate-Limit-Remaining", "X-Sentry-Rate-Limit-Reset", "X-Sib-Ratelimit-Limit", "X-Ratelimit-Retry-After", "X-Ratelimit-Next", "X-Ratelimit-Fillrate", "X-Ratelimit-Interval-Seconds",
+	"X-Rate-Limit-Api-Token-Max", "X-Rate-Limit-Api-Token-Remaining", "X-Rate-Limit-Api-Token-Interval-Ms", "X-Rate-Limit-Member-Remaining",
+	"X-Ratelimit-Interval", "X-Ratelimit-Period", "X-Ratelimit-Window-Size", "X-Ratelimit-Remaining-30", "X-Ms-Ratelimit-Remaining-Subscription-Reads",
+	"Fastly-Ratelimit-Remaining", "Fastly-Ratelimit-Reset", "Rate-Limit-Remaining", "Rate-Limit-Reset",
+	"X-Featureratelimit-Remaining", "X-Featureratelimit-Reset",
 }
 
 func FuzzVendor(f *testing.F) {
@@ -133,7 +138,8 @@ func FuzzVendor(f *testing.F) {
 
 func FuzzFieldItems(f *testing.F) {
 	for _, v := range []string{"10, 20", "Tue, 10 Mar 2026 12:00:30 GMT, Tue, 10 Mar 2026 12:00:45 GMT", ",,", "Tue,", " a , b ,",
-		"Monday, 09-Mar-26 12:00:00 GMT", "api-usage=18/5000, per-app-api-usage=17/250(appName=a,b)"} {
+		"Monday, 09-Mar-26 12:00:00 GMT", "api-usage=18/5000, per-app-api-usage=17/250(appName=a,b)", "600s", "Api-Token", "Daily", "31622401", "Fastly-RateLimit-Reset", "x-ms-ratelimit-remaining-tenant-reads", "Rate-Limit-",
+		"X-FeatureRateLimit-Reset", "x-ratelimit-"} {
 		f.Add(v)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
@@ -149,13 +155,22 @@ func FuzzFieldItems(f *testing.F) {
 			t.Fatalf("periodName(%q) = %v, %v", v, d, ok)
 		}
 		_, _ = splitXName(v)
-		if rest := vendorXRest(v); !strings.HasSuffix(v, rest) {
-			t.Fatalf("vendorXRest(%q) = %q", v, rest)
+		if rest := vendorRest(v); !strings.HasSuffix(v, rest) || rest != "" && !mayBeVendor(v) {
+			t.Fatalf("vendorRest(%q) = %q, mayBeVendor %v", v, rest, mayBeVendor(v))
 		}
 		if tm, ok := parseJSDate(v); !ok && !tm.IsZero() {
 			t.Fatalf("parseJSDate(%q) = %v, false", v, tm)
 		}
 		_, _ = xKind(v)
+		if w := xWordKind(v); w != "" && !strings.HasPrefix(v[2:], w) {
+			t.Fatalf("xWordKind(%q) = %q", v, w)
+		}
+		for name, parse := range map[string]func(string) (time.Duration, bool){"parsePeriod": parsePeriod, "parsePeriodMillis": parsePeriodMillis,
+			"parseDurationPeriod": parseDurationPeriod} {
+			if d, ok := parse(v); d < 0 || d > maxPeriod || (!ok && d != 0) || (ok && d == 0) {
+				t.Fatalf("%s(%q) = %v, %v", name, v, d, ok)
+			}
+		}
 	})
 }
 

@@ -205,6 +205,55 @@ func TestAddQuota(t *testing.T) {
 	assert.Equal(t, 5*time.Second, s.Wait, "the longest stated delay wins")
 }
 
+// The window that binds is the one with the least left relative to its
+// window: requests per second until its reset, or over its period when the
+// reset is unknown. Before, it was the one with the fewest requests left,
+// and 20 left of a 10-second window hid 60 left of a 15-minute one.
+func TestAddQuotaBinding(t *testing.T) {
+	const s = time.Second
+	for _, c := range []struct {
+		name string
+		qs   []Quota
+		want Signal
+	}{
+		{name: "60 per 900 s bind more than 20 per 10 s",
+			qs:   []Quota{{Remaining: 20, Limit: 100, Period: 10 * s}, {Remaining: 60, Limit: 100, Period: 900 * s}},
+			want: Signal{Remaining: 60, HasRemaining: true, Limit: 100, Period: 900 * s}},
+		{name: "in either order",
+			qs:   []Quota{{Remaining: 60, Limit: 100, Period: 900 * s}, {Remaining: 20, Limit: 100, Period: 10 * s}},
+			want: Signal{Remaining: 60, HasRemaining: true, Limit: 100, Period: 900 * s}},
+		{name: "windows of one length: the fewest left",
+			qs:   []Quota{{Remaining: 80, Limit: 100, Period: 10 * s}, {Remaining: 4, Limit: 300, Period: 10 * s}},
+			want: Signal{Remaining: 4, HasRemaining: true, Limit: 300, Period: 10 * s}},
+		{name: "what is left of a window counts, not its length",
+			qs:   []Quota{{Remaining: 2, Reset: 50 * s, Period: 60 * s}, {Remaining: 100, Reset: 100 * s, Period: 3600 * s}},
+			want: Signal{Remaining: 2, HasRemaining: true, Reset: 50 * s, Period: 60 * s}},
+		{name: "a window of unknown length: the fewest left",
+			qs:   []Quota{{Remaining: 20, Period: 10 * s}, {Remaining: 60}},
+			want: Signal{Remaining: 20, HasRemaining: true, Period: 10 * s}},
+		{name: "an exhausted window binds whatever its length",
+			qs:   []Quota{{Remaining: 5, Period: 3600 * s}, {Remaining: 0, Period: s}},
+			want: Signal{HasRemaining: true, Period: s}},
+		{name: "as many left of windows of other lengths are two windows",
+			qs:   []Quota{{Remaining: 20, Limit: 100, Period: 10 * s}, {Remaining: 20, Limit: 100, Period: 900 * s}},
+			want: Signal{Remaining: 20, HasRemaining: true, Limit: 100, Period: 900 * s}},
+		{name: "one window described twice completes itself",
+			qs:   []Quota{{Remaining: 3, Limit: 10, Period: 60 * s}, {Remaining: 3, Reset: 25 * s, Limit: 10}},
+			want: Signal{Remaining: 3, HasRemaining: true, Reset: 25 * s, Limit: 10, Period: 60 * s}},
+		{name: "huge counts and lengths do not overflow",
+			qs:   []Quota{{Remaining: 1<<63 - 1, Reset: maxDuration}, {Remaining: 1 << 62, Reset: s}},
+			want: Signal{Remaining: 1<<63 - 1, HasRemaining: true, Reset: maxDuration}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got Signal
+			for _, q := range c.qs {
+				got.AddQuota(q)
+			}
+			assert.Equal(t, c.want, got)
+		})
+	}
+}
+
 func TestCustomDialects(t *testing.T) {
 	acme := DialectFunc(func(in *Input, s *Signal) {
 		if n, ok := parseCount(in.Header.Get("X-Acme-Quota-Left")); ok {
