@@ -6,8 +6,7 @@
 // dialects: X-RateLimit-* in its many spellings and scopes, GitHub, Discord,
 // OpenAI, Anthropic, Shopify, HubSpot, Zendesk, Stripe, Google APIs,
 // Salesforce, Atlassian, Linear). Of several windows, a spent one governs
-// the wait, and the one with the least left relative to its window is the
-// quota reported.
+// the wait, and the one with the fewest left is the quota reported.
 //
 // It is pure: Parse and Parser.Parse take the status, the header, a prefix
 // of the body and the clocks, and return a Signal; they never block, never

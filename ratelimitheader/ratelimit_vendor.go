@@ -45,8 +45,8 @@ import (
 //     Cost, Credits, Bytes, Units, Concurrent; see xKind): an exhausted
 //     one governs the wait, but is not Remaining.
 //
-// With several scopes or windows, the one with the least left relative to
-// its window binds (see Signal.AddQuota).
+// With several scopes or windows, the one with the fewest left binds (see
+// Signal.AddQuota).
 //
 // A reset may be a delta in seconds, an epoch in seconds or milliseconds,
 // a Go duration, an RFC 3339 timestamp (with or without seconds), an

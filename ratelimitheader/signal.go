@@ -1,7 +1,6 @@
 package ratelimitheader
 
 import (
-	"cmp"
 	"net/http"
 	"net/textproto"
 	"strings"
@@ -63,8 +62,8 @@ type Signal struct {
 	OverMaxServerWait bool
 
 	// Remaining is the number of requests left in the tightest window the
-	// response described: an exhausted one if any, else the one with the
-	// least left relative to its window (see AddQuota). It is meaningful only
+	// response described: the one with the fewest requests left, and of
+	// those the one that resets last (see AddQuota). It is meaningful only
 	// when HasRemaining is true.
 	Remaining int64
 
@@ -152,11 +151,8 @@ func (s *Signal) refineRetryAfter(d time.Duration) {
 // with a known Reset sets the wait, unless a stated delay already did; of
 // several exhausted windows the one that resets last governs. A request window
 // becomes the signal's Remaining, Reset, Limit and Period when it binds more
-// than the one recorded so far: it has the least left relative to its window,
-// that is fewer requests per second of what is left of it (until its Reset,
-// or over its Period when the reset is unknown). When either window's length
-// is unknown, the one with fewer requests left binds; on a tie, the one that
-// resets later. Two windows with as many requests left and no conflicting
+// than the one recorded so far (see binds): fewer requests left or, on a
+// tie, a later reset. Two windows with as many requests left and no conflicting
 // Limit or Period are taken for one window described twice, and complete
 // each other.
 func (s *Signal) AddQuota(q Quota) {
@@ -183,7 +179,7 @@ func (s *Signal) AddQuota(q Quota) {
 			s.Period = q.Period
 		}
 		return
-	case !binds(q.Remaining, q.Reset, q.Period, s.Remaining, s.Reset, s.Period):
+	case !binds(q.Remaining, q.Reset, s.Remaining, s.Reset):
 		return
 	}
 	s.Remaining, s.HasRemaining, s.Reset, s.Limit, s.Period = q.Remaining, true, q.Reset, q.Limit, q.Period
@@ -193,19 +189,14 @@ func (s *Signal) AddQuota(q Quota) {
 // may describe the same window: equal, or one of them unknown (zero).
 func compatible(a, b int64) bool { return a == 0 || b == 0 || a == b }
 
-// binds reports whether window a (r requests left, resetting after reset,
-// over a window of period; zero when unknown) binds more than window b: it
-// has fewer requests per second of what is left of it (its reset, else its
-// period), or, when either has no known length, fewer requests left; on a
-// tie, it resets later.
-func binds(ra int64, reseta, perioda time.Duration, rb int64, resetb, periodb time.Duration) bool {
-	ta, tb := cmp.Or(reseta, perioda), cmp.Or(resetb, periodb)
-	if ta > 0 && tb > 0 {
-		// ra/ta < rb/tb, in floating point: the products overflow int64.
-		if x, y := float64(ra)*float64(tb), float64(rb)*float64(ta); x != y {
-			return x < y
-		}
-	} else if ra != rb {
+// binds reports whether window a (ra requests left, resetting after
+// reseta) binds more than window b: it has fewer requests left, or as many
+// and resets later. The fewest left is what a client may spend at once
+// without going over any of the windows, whatever their lengths (3 left of
+// a minute's 10 and 57 of an hour's 100: spending the hour's 57 at once
+// overruns the minute); the responses that follow state the rest.
+func binds(ra int64, reseta time.Duration, rb int64, resetb time.Duration) bool {
+	if ra != rb {
 		return ra < rb
 	}
 	return reseta > resetb

@@ -205,10 +205,10 @@ func TestAddQuota(t *testing.T) {
 	assert.Equal(t, 5*time.Second, s.Wait, "the longest stated delay wins")
 }
 
-// The window that binds is the one with the least left relative to its
-// window: requests per second until its reset, or over its period when the
-// reset is unknown. Before, it was the one with the fewest requests left,
-// and 20 left of a 10-second window hid 60 left of a 15-minute one.
+// The window that binds is the one with the fewest requests left, what a
+// client may spend at once without going over any of them, whatever their
+// lengths; of as many left, the one that resets last. As many left of
+// windows of other lengths are two windows, not one described twice.
 func TestAddQuotaBinding(t *testing.T) {
 	const s = time.Second
 	for _, c := range []struct {
@@ -216,12 +216,12 @@ func TestAddQuotaBinding(t *testing.T) {
 		qs   []Quota
 		want Signal
 	}{
-		{name: "60 per 900 s bind more than 20 per 10 s",
+		{name: "20 per 10 s bind more than 60 per 900 s",
 			qs:   []Quota{{Remaining: 20, Limit: 100, Period: 10 * s}, {Remaining: 60, Limit: 100, Period: 900 * s}},
-			want: Signal{Remaining: 60, HasRemaining: true, Limit: 100, Period: 900 * s}},
+			want: Signal{Remaining: 20, HasRemaining: true, Limit: 100, Period: 10 * s}},
 		{name: "in either order",
 			qs:   []Quota{{Remaining: 60, Limit: 100, Period: 900 * s}, {Remaining: 20, Limit: 100, Period: 10 * s}},
-			want: Signal{Remaining: 60, HasRemaining: true, Limit: 100, Period: 900 * s}},
+			want: Signal{Remaining: 20, HasRemaining: true, Limit: 100, Period: 10 * s}},
 		{name: "windows of one length: the fewest left",
 			qs:   []Quota{{Remaining: 80, Limit: 100, Period: 10 * s}, {Remaining: 4, Limit: 300, Period: 10 * s}},
 			want: Signal{Remaining: 4, HasRemaining: true, Limit: 300, Period: 10 * s}},
@@ -235,14 +235,14 @@ func TestAddQuotaBinding(t *testing.T) {
 			qs:   []Quota{{Remaining: 5, Period: 3600 * s}, {Remaining: 0, Period: s}},
 			want: Signal{HasRemaining: true, Period: s}},
 		{name: "as many left of windows of other lengths are two windows",
-			qs:   []Quota{{Remaining: 20, Limit: 100, Period: 10 * s}, {Remaining: 20, Limit: 100, Period: 900 * s}},
-			want: Signal{Remaining: 20, HasRemaining: true, Limit: 100, Period: 900 * s}},
+			qs:   []Quota{{Remaining: 20, Limit: 100, Period: 10 * s, Reset: 4 * s}, {Remaining: 20, Limit: 100, Period: 900 * s, Reset: 600 * s}},
+			want: Signal{Remaining: 20, HasRemaining: true, Limit: 100, Period: 900 * s, Reset: 600 * s}},
 		{name: "one window described twice completes itself",
 			qs:   []Quota{{Remaining: 3, Limit: 10, Period: 60 * s}, {Remaining: 3, Reset: 25 * s, Limit: 10}},
 			want: Signal{Remaining: 3, HasRemaining: true, Reset: 25 * s, Limit: 10, Period: 60 * s}},
-		{name: "huge counts and lengths do not overflow",
+		{name: "huge counts and lengths",
 			qs:   []Quota{{Remaining: 1<<63 - 1, Reset: maxDuration}, {Remaining: 1 << 62, Reset: s}},
-			want: Signal{Remaining: 1<<63 - 1, HasRemaining: true, Reset: maxDuration}},
+			want: Signal{Remaining: 1 << 62, HasRemaining: true, Reset: s}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var got Signal
