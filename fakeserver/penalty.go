@@ -163,7 +163,7 @@ func (s *Server) punish(c *client, t int64, st State, h http.Header, v verdict) 
 			h.Set("Content-Type", "application/json")
 			v.body = []byte(p.BanBody + "\n")
 		}
-		s.told(c, t, v, wait, h)
+		s.told(c, t, v, wait, wait > 0, false, h)
 		return v
 	}
 	s.stats.Blocked++
@@ -199,19 +199,31 @@ func (s *Server) blockAnswer(c *client, t int64, st State, h http.Header, v verd
 	s.cfg.Dialect.Header(h, st)
 	rej := s.cfg.Dialect.Reject(h, st)
 	v.status, v.body = rej.Status, rej.Body
-	s.told(c, t, v, cmp.Or(rej.Wait, wait), h)
+	s.told(c, t, v, cmp.Or(rej.Wait, wait), rej.Wait > 0, false, h)
 	return v
 }
 
-// told notes that the answer v to a request of c at t told it to wait
-// wait (zero: nothing), for Stats.Early and Stats.Ignored. Called with
-// s.mu held.
-func (s *Server) told(c *client, t int64, v verdict, wait time.Duration, h http.Header) {
+// told notes that the answer v to a request of c at t (c the token's
+// limiter, if global) told it to wait wait (zero: nothing), for
+// Stats.Early, and, if the answer names that wait (a Retry-After, or a
+// reset with nothing left: what a Rejection.Wait or a ban's Retry-After
+// says), for Stats.Ignored and WaitHeader. Headers alone name nothing: a
+// remaining of 0 without a reset, as Salesforce and HubSpot send, does not
+// say when the quota comes back. Called with s.mu held.
+func (s *Server) told(c *client, t int64, v verdict, wait time.Duration, named, global bool, h http.Header) {
 	if wait <= 0 {
 		return
 	}
 	c.notBefore = max(c.notBefore, t+int64(wait))
-	if len(h) > 0 {
-		c.heard(t+int64(v.delay), t+int64(wait))
+	if !named {
+		return
+	}
+	c.heard(t+int64(v.delay), t+int64(wait))
+	if s.cfg.TellWaits {
+		tell := strconv.FormatInt(t+int64(wait), 10)
+		if global {
+			tell += "; global"
+		}
+		h.Set(WaitHeader, tell)
 	}
 }

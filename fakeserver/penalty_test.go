@@ -167,3 +167,53 @@ func TestParseBlockStatement(t *testing.T) {
 	assert.ErrorContains(t, err, "unknown block statement")
 	assert.Equal(t, "BlockStatement(9)", BlockStatement(9).String())
 }
+
+// A block's rejection that states its end tells it (WaitHeader), as any
+// rejection that names a wait does, and so does a ban's Retry-After: an
+// Observer counts what a client sends into a block or a ban it had read
+// of. A block that states nothing tells nothing.
+func TestPenaltyTellsItsWaits(t *testing.T) {
+	rows := []struct {
+		name string
+		pen  Penalty
+		told bool
+		// known is what was sent into a wait already read of at 2 s:
+		// only a block that stated its end at once covers it.
+		known int64
+	}{
+		{"block-end", Penalty{Block: time.Minute}, true, 1},
+		{"window", Penalty{Block: time.Minute, BlockStates: StateWindow}, true, 0},
+		{"nothing", Penalty{Block: time.Minute, BlockStates: StateNothing}, false, 0},
+		{"ban-retry-after", Penalty{BanAfter: 1, BanRetryAfter: true}, true, 0},
+		{"ban-bare", Penalty{BanAfter: 1}, false, 0},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := New(Config{Limit: 1, Penalty: r.pen, TellWaits: true})
+				o := NewObserver(s, s.Transport())
+				send := func() *http.Response {
+					req, _ := http.NewRequest(http.MethodGet, "http://api.test/", nil)
+					resp, err := o.RoundTrip(req)
+					require.NoError(t, err)
+					resp.Body.Close()
+					return resp
+				}
+				require.Equal(t, http.StatusOK, send().StatusCode)
+				send()                      // rejected: begins the block, or the ban
+				time.Sleep(2 * time.Second) // past the limiter's own wait
+				resp := send()              // into the block or the ban
+				require.NotEqual(t, http.StatusOK, resp.StatusCode)
+				assert.Equal(t, r.known, o.Known())
+				send() // at once, into the wait resp named
+				if r.told {
+					assert.NotEmpty(t, resp.Header.Get(WaitHeader))
+					assert.Equal(t, r.known+1, o.Known(), "sent into a wait it had read of")
+				} else {
+					assert.Empty(t, resp.Header.Get(WaitHeader))
+					assert.Equal(t, r.known, o.Known())
+				}
+			})
+		})
+	}
+}

@@ -1,10 +1,10 @@
 package fakeserver
 
 import (
+	"cmp"
 	"encoding/json"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -200,23 +200,7 @@ func (s *Server) decide(now, sent time.Time, key, token string, h http.Header) v
 		}
 	}
 	rej := s.cfg.Dialect.Reject(h, st)
-	wait := rej.Wait
-	if wait <= 0 {
-		wait = d.retryAfter
-	}
-	c.notBefore = max(c.notBefore, t+int64(wait))
-	if rej.Wait > 0 || len(h) > 0 {
-		// Said (a Retry-After, or what is left and when it comes back),
-		// once the response leaves.
-		c.heard(t+int64(v.delay), t+int64(wait))
-		if s.cfg.TellWaits {
-			tell := strconv.FormatInt(t+int64(wait), 10)
-			if st.Global {
-				tell += "; global"
-			}
-			h.Set(WaitHeader, tell)
-		}
-	}
+	s.told(c, t, v, cmp.Or(rej.Wait, d.retryAfter), rej.Wait > 0, st.Global, h)
 	v.kind, v.status, v.body = verdictRespond, rej.Status, rej.Body
 	return v
 }

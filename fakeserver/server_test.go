@@ -305,3 +305,31 @@ func TestKeyByRemoteIP(t *testing.T) {
 		assert.Equal(t, want, KeyByRemoteIP(&http.Request{RemoteAddr: addr}))
 	}
 }
+
+// A rejection that names no wait tells none, whatever headers it carries:
+// Salesforce's 403 states the allocation used and HubSpot's 429 what
+// remains and the interval, neither when the quota comes back. Nothing
+// sent after it is counted as sent inside a wait the client knew of.
+func TestServerTellsNoWaitARejectionDoesNotName(t *testing.T) {
+	for _, d := range []Dialect{Salesforce{}, HubSpot{}, XRateLimit{Reset: ResetNone, Wait: WaitReset}} {
+		synctest.Test(t, func(t *testing.T) {
+			s := New(Config{Limit: 1, Window: time.Minute, Dialect: d, TellWaits: true})
+			o := NewObserver(s, s.Transport())
+			send := func() *http.Response {
+				req, _ := http.NewRequest(http.MethodGet, "http://api.test/", nil)
+				resp, err := o.RoundTrip(req)
+				require.NoError(t, err)
+				resp.Body.Close()
+				return resp
+			}
+			require.Equal(t, http.StatusOK, send().StatusCode)
+			resp := send()
+			require.NotEqual(t, http.StatusOK, resp.StatusCode, "%T", d)
+			assert.Empty(t, resp.Header.Get(WaitHeader), "%T", d)
+			time.Sleep(time.Second)
+			send()
+			assert.Zero(t, s.Stats().Ignored, "%T", d)
+			assert.Zero(t, o.Known(), "%T", d)
+		})
+	}
+}
