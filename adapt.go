@@ -746,14 +746,23 @@ func (m *serverModel) earliest(now int64, n float64) int64 {
 		}
 		return at
 	case m.nextReset(d) > d:
-		if n > m.cap {
-			return math.MaxInt64
+		next := m.nextReset(d)
+		if left := max(level, 0) + m.cap; n > left && m.window && m.period > 0 && m.cap >= 1 {
+			// Not all in the next window: the windows after it, each of
+			// its quota. Asked of a request deep in the queue, the time is
+			// a bound from below, which a deadline is held to: taken as
+			// endless, it failed at once a request whose turn came in
+			// seconds.
+			next = satAdd(next, satMul(int64(math.Ceil((n-left)/m.cap)), m.period))
 		}
-		return m.nextReset(d)
-	case n <= 1 && level > -1:
+		return next
+	case n <= 1:
 		// Nothing says when it comes back: one request at a time finds
 		// out, a while after the last one left, so that a bucket that
 		// refills has done some of it, and its answer measures the rate.
+		// (A model below empty, after a throttle that said nothing, with
+		// neither rate nor reset, would wait for good otherwise: nothing
+		// leaves, so nothing corrects it.)
 		return max(d, satAdd(m.lastTake, probeGap))
 	}
 	return satAdd(d, int64(time.Second))
