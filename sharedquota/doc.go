@@ -125,7 +125,14 @@
 //
 // # When Redis is away
 //
-// Every call is bounded by a short timeout (50ms by default). After a
+// Every call is bounded by a short timeout (50ms by default), and a call
+// made for a request (its reservation, its pause check, its probe turn, or
+// its wait for another request's lease call) by half the time the request
+// has left before its deadline, if that is sooner: the other half is the
+// fallback's, to pace and send the request. A call cut short by its
+// request's share falls back for that request alone, since Redis may only
+// be slower than the request could wait; any other failure, a call that
+// ran its whole timeout included, marks Redis unavailable. After such a
 // failure, the quota leaves Redis alone for a retry interval (250ms) and
 // decides by its FailureMode: Fallback (the default) paces each key in this
 // process at its limits divided by the number of live processes, which

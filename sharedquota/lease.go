@@ -7,26 +7,41 @@ import (
 	"github.com/headway-go/headway"
 )
 
-// reserveLease serves a one-unit reservation from the key's lease, taking a
-// new lease from Redis when the last one is spent. One caller at a time
-// takes a lease; the others wait for it, or for their context. A slot is
-// taken only when its wait is within within; a new lease holds only such
-// slots.
-func (r *Redis) reserveLease(ctx context.Context, ks *keyState, limits []headway.Limit, within time.Duration) (time.Duration, error) {
+// reserveLease serves a one-unit reservation, asked for at start, from the
+// key's lease, taking a new lease from Redis when the last one is spent.
+// One caller at a time takes a lease; the others wait for it as long as a
+// call to Redis of their own could take (see callBound), then fall back. A
+// slot is taken only when its wait is within within; a new lease holds
+// only such slots.
+func (r *Redis) reserveLease(ctx context.Context, ks *keyState, limits []headway.Limit, within time.Duration, start int64) (time.Duration, error) {
 	if d, ok := r.takeSlot(ks, within); ok {
 		return d, nil
 	}
 	select {
 	case ks.leaseSem <- struct{}{}:
-	case <-ctx.Done():
-		return 0, ctx.Err()
+	default:
+		bound, cut := r.callBound(ctx)
+		tm := time.NewTimer(bound)
+		select {
+		case ks.leaseSem <- struct{}{}:
+			tm.Stop()
+		case <-ctx.Done():
+			tm.Stop()
+			return 0, ctx.Err()
+		case <-tm.C:
+			var err error = context.DeadlineExceeded
+			if cut {
+				err = &cutShort{share: bound, err: err}
+			}
+			return r.degrade(ks, limits, 1, within, start, &UnavailableError{Op: "reserve", Err: err})
+		}
 	}
 	defer func() { <-ks.leaseSem }()
 	if d, ok := r.takeSlot(ks, within); ok { // another caller took a lease meanwhile
 		return d, nil
 	}
 	if err := r.usable(ks); err != nil {
-		return r.degrade(ks, limits, 1, within, err)
+		return r.degrade(ks, limits, 1, within, start, err)
 	}
 	n := r.cfg.leaseSize
 	withinUs := int64(within / time.Microsecond)
@@ -87,7 +102,7 @@ func (r *Redis) reserveLease(ctx context.Context, ks *keyState, limits []headway
 	if r.failed(ctx, ks, err) {
 		return 0, ctx.Err()
 	}
-	return r.degrade(ks, limits, 1, within, err)
+	return r.degrade(ks, limits, 1, within, start, err)
 }
 
 // takeSlot hands out the key's next leased slot that is not too old, and

@@ -115,7 +115,8 @@ type keyState struct {
 // *redis.ClusterClient or a *redis.Ring. It starts a heartbeat goroutine,
 // which Close stops.
 //
-// Every call to Redis is bounded by the timeout of WithTimeout. A client
+// Every call to Redis is bounded by the timeout of WithTimeout, and by half
+// the time its request has left (see the package documentation). A client
 // whose ContextTimeoutEnabled option is set honours it on the socket; for
 // any other client, each call runs in a goroutine of its own that the quota
 // stops waiting for at the timeout (the goroutine ends with the client's
@@ -245,13 +246,16 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 			return 0, ErrInvalidLimit
 		}
 	}
+	start := r.now()
 	within = min(max(within, 0), r.cfg.maxWait)
 	withinUs := int64(within / time.Microsecond)
 	ks := r.state(key)
 	if f := ks.firstLearn.Load(); f != nil && len(limits) == 0 {
 		// The policy this process just read is on its way to Redis: a
-		// request reserved before it lands would go unpaced.
-		tm := time.NewTimer(r.cfg.timeout)
+		// request reserved before it lands would go unpaced. It waits as
+		// long as a call to Redis may take.
+		bound, _ := r.callBound(ctx)
+		tm := time.NewTimer(bound)
 		select {
 		case <-*f:
 		case <-tm.C:
@@ -261,10 +265,10 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 	}
 	mult := r.graceMult(ks, limits)
 	if r.cfg.leaseSize > 1 && oneUnit(limits, cost) && mult == 1 {
-		return r.reserveLease(ctx, ks, limits, within)
+		return r.reserveLease(ctx, ks, limits, within, start)
 	}
 	if err := r.usable(ks); err != nil {
-		return r.degrade(ks, limits, cost, within, err)
+		return r.degrade(ks, limits, cost, within, start, err)
 	}
 	var (
 		v      any
@@ -321,7 +325,7 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 	if r.failed(ctx, ks, err) {
 		return 0, ctx.Err()
 	}
-	return r.degrade(ks, limits, cost, within, err)
+	return r.degrade(ks, limits, cost, within, start, err)
 }
 
 // floors returns what the key's fallback spent ahead of now, if it is in
@@ -659,9 +663,12 @@ func oneUnit(limits []headway.Limit, cost int) bool {
 	return true
 }
 
-// degrade decides a reservation without Redis, by the FailureMode; the
-// fallback spends nothing on a wait longer than within.
-func (r *Redis) degrade(ks *keyState, limits []headway.Limit, cost int, within time.Duration, err error) (time.Duration, error) {
+// degrade decides a reservation asked for at start (monotonic ns) without
+// Redis, by the FailureMode. The fallback spends nothing on a wait longer
+// than what is left of within since start (a call to Redis may have taken
+// some of it), and then returns the wait counted from start: longer than
+// within, as the caller reads it.
+func (r *Redis) degrade(ks *keyState, limits []headway.Limit, cost int, within time.Duration, start int64, err error) (time.Duration, error) {
 	var re *ReplyError
 	if !errors.As(err, &re) && !errors.Is(err, ErrUnavailable) {
 		err = &UnavailableError{Op: "reserve", Err: err}
@@ -689,20 +696,51 @@ func (r *Redis) degrade(ks *keyState, limits []headway.Limit, cost int, within t
 	} else {
 		ks.local.configure(limits, r.fallbackShare(), now)
 	}
-	d := ks.local.reserve(now, ks.pauseUntil, int64(cost), int64(within))
+	left := int64(within) - (now - start)
+	d := ks.local.reserve(now, ks.pauseUntil, int64(cost), left)
 	ks.mu.Unlock()
+	if d-now > left {
+		return time.Duration(d - start), nil // nothing spent
+	}
 	return time.Duration(d - now), nil
 }
 
-// eval runs script on keys within the timeout, or within the context's
-// deadline when it is sooner and the client honours it: no timer of its
-// own then.
-func (r *Redis) eval(ctx context.Context, script *redis.Script, keys []string, args []any) (any, error) {
-	if dl, ok := ctx.Deadline(); r.guard || !ok || time.Until(dl) > r.cfg.timeout {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, r.cfg.timeout)
-		defer cancel()
+// callBound returns how long a call to Redis made under ctx may take: the
+// timeout, and no more than half the time left before ctx's deadline, so
+// that a request whose Redis does not answer keeps the other half for the
+// fallback to pace and send it. cut reports whether the request's share,
+// not the timeout, is the bound.
+func (r *Redis) callBound(ctx context.Context) (d time.Duration, cut bool) {
+	d = r.cfg.timeout
+	if dl, ok := ctx.Deadline(); ok {
+		if share := time.Until(dl) / 2; share < d {
+			return max(share, 0), true
+		}
 	}
+	return d, false
+}
+
+// A cutShort is the cause of an UnavailableError for a call that Redis did
+// not answer within its request's share of the time left (see callBound):
+// Redis is slower than the request can wait, which does not say that it
+// is away.
+type cutShort struct {
+	share time.Duration
+	err   error
+}
+
+func (e *cutShort) Error() string {
+	return "no answer within the request's share of its deadline (" + e.share.String() + "): " + e.err.Error()
+}
+
+func (e *cutShort) Unwrap() error { return e.err }
+
+// eval runs script on keys within the bound of callBound.
+func (r *Redis) eval(ctx context.Context, script *redis.Script, keys []string, args []any) (any, error) {
+	bound, cut := r.callBound(ctx)
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
 	r.stats.roundTrips.Add(1)
 	var v any
 	var err error
@@ -727,6 +765,9 @@ func (r *Redis) eval(ctx context.Context, script *redis.Script, keys []string, a
 	}
 	if err != nil {
 		r.stats.errors.Add(1)
+		if cut && ctx.Err() != nil && parent.Err() == nil {
+			err = &cutShort{share: bound, err: err}
+		}
 		return nil, &UnavailableError{Op: scriptName(script), Err: err}
 	}
 	return v, nil
@@ -842,6 +883,12 @@ func (r *Redis) failed(ctx context.Context, ks *keyState, err error) (callerGone
 	// ends here: a turn left taken keeps Redis, or the key, down for good.
 	if ks != nil {
 		ks.health.probing.Store(false)
+	}
+	if cs := (*cutShort)(nil); errors.As(err, &cs) {
+		// Slower than its request could wait, which may be a moment: the
+		// request falls back alone, and Redis stays as it was.
+		r.health.probing.Store(false)
+		return false
 	}
 	until := r.now() + int64(r.cfg.retry)
 	if errors.Is(err, ErrBadReply) || keyError(err) {
