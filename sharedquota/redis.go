@@ -47,6 +47,10 @@ type Redis struct {
 	liveNow  atomic.Int64 // the newest count; 0 since Redis was last found down
 	liveMu   sync.Mutex
 	liveSeen [3]int64 // the last counts, newest first
+	// uncounted is set while the heartbeat finds the set of processes
+	// unusable (it holds a value of another type), so that the change is
+	// logged once, and once more when it ends.
+	uncounted atomic.Bool
 
 	stats struct {
 		reservations, roundTrips, errors, degraded, leased atomic.Int64
@@ -859,8 +863,8 @@ func (r *Redis) up(ks *keyState) {
 		default:
 		}
 	}
-	if ks != nil {
-		ks.health.up()
+	if ks != nil && ks.health.up() {
+		r.logInfo("headway/sharedquota: a key's hash in Redis is usable again: that key is shared again")
 	}
 }
 
