@@ -149,6 +149,14 @@
 // fallback. A key without limits falls back to the pace Redis last applied
 // to it, divided among the live processes.
 //
+// A Redis emptied without a call failing (FLUSHALL, a restart between two
+// calls that the client's own retries hide, a failover to a replica
+// behind) shows it in the next reply: a first slot before the time the
+// schedule was booked to, or a pause shorter than the one the process
+// knows of. That reservation records again what the process knew (its
+// pause, the schedule booked at least as far), one more round trip, and
+// takes its slot after it.
+//
 // # Errors
 //
 // Errors are the sentinels ErrClosed, ErrUnavailable, ErrBadReply and

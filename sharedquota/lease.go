@@ -45,59 +45,70 @@ func (r *Redis) reserveLease(ctx context.Context, ks *keyState, limits []headway
 	}
 	n := r.cfg.leaseSize
 	withinUs := int64(within / time.Microsecond)
-	ks.mu.Lock()
-	pauseFloor, floors := ks.floors(limits, r.now())
-	args := argsFor(limits, 1, n, r.marginMs(), withinUs, r.capUs(), pauseFloor, floors)
-	if len(limits) == 0 {
-		args = append(args, r.cfg.id)
-	}
-	ks.mu.Unlock()
-	v, err := r.eval(ctx, reserveScript, ks.keys, args)
-	var lt learned
-	if err == nil && len(limits) == 0 {
-		v, lt, err = learnedTail(v)
+	var (
+		v     any
+		err   error
+		lt    learned
+		waits []int64
+		tail  replyTail
+		sent  int64
+	)
+	for again := true; again; {
+		ks.mu.Lock()
+		pauseFloor, floors := ks.floors(limits, r.now())
+		args := argsFor(limits, 1, n, r.marginMs(), withinUs, r.capUs(), pauseFloor, floors)
+		if len(limits) == 0 {
+			args = append(args, r.cfg.id)
+		}
+		ks.mu.Unlock()
+		sent = r.now()
+		v, err = r.eval(ctx, reserveScript, ks.keys, args)
+		if err == nil && len(limits) == 0 {
+			v, lt, err = learnedTail(v)
+		}
+		if err == nil {
+			waits, tail, err = reserveReply(make([]int64, 0, n), v, n, r.maxReplyUs(), r.capUs())
+		}
+		// Redis forgot what this process knew it held (see Reserve).
+		again = err == nil && r.forgot(ks, limits, r.now(), waits[0], tail)
 	}
 	if err == nil {
-		var waits []int64
-		var tail replyTail
-		if waits, tail, err = reserveReply(make([]int64, 0, n), v, n, r.maxReplyUs(), r.capUs()); err == nil {
-			r.up(ks)
-			ks.shared(r.now(), waits[len(waits)-1], withinUs, tail, 0)
-			if lt.held {
-				ks.mu.Lock()
-				ks.noteHeld(r.now() + waits[0]*1000)
-				ks.mu.Unlock()
-				r.stats.reservations.Add(1)
-				return time.Duration(waits[0]) * time.Microsecond, nil
-			}
-			if len(waits) == 1 && waits[0] > withinUs {
-				r.stats.reservations.Add(1)
-				return time.Duration(waits[0]) * time.Microsecond, nil // nothing spent
-			}
-			// The waits count from Redis's now, somewhere in the round
-			// trip; counting them from its end makes every slot a little
-			// late, never early.
-			now := r.now()
-			if len(limits) == 0 {
-				ks.heardCut(now, lt.cutSeq) // before the new slots, booked after it
-			}
+		r.up(ks)
+		ks.shared(limits, sent, r.now(), waits[len(waits)-1], withinUs, tail, 0)
+		if lt.held {
 			ks.mu.Lock()
-			ks.slots = ks.slots[:0]
-			for _, w := range waits {
-				ks.slots = append(ks.slots, now+w*int64(time.Microsecond))
-			}
-			if len(limits) == 0 {
-				ks.pace = lt.pace
-				ks.noteDeps(lt.seq, ks.slots)
-			}
+			ks.noteHeld(r.now() + waits[0]*1000)
 			ks.mu.Unlock()
-			if d, ok := r.takeSlot(ks, max(within, time.Duration(waits[0])*time.Microsecond)); ok {
-				return d, nil
-			}
-			// Every slot is already too old: a lease larger than
-			// WithLeaseMaxAge lets the process use. Fall through.
-			err = &ReplyError{Script: "reserve", Reply: v, Reason: "every leased slot expired on arrival"}
+			r.stats.reservations.Add(1)
+			return time.Duration(waits[0]) * time.Microsecond, nil
 		}
+		if len(waits) == 1 && waits[0] > withinUs {
+			r.stats.reservations.Add(1)
+			return time.Duration(waits[0]) * time.Microsecond, nil // nothing spent
+		}
+		// The waits count from Redis's now, somewhere in the round
+		// trip; counting them from its end makes every slot a little
+		// late, never early.
+		now := r.now()
+		if len(limits) == 0 {
+			ks.heardCut(now, lt.cutSeq) // before the new slots, booked after it
+		}
+		ks.mu.Lock()
+		ks.slots = ks.slots[:0]
+		for _, w := range waits {
+			ks.slots = append(ks.slots, now+w*int64(time.Microsecond))
+		}
+		if len(limits) == 0 {
+			ks.pace = lt.pace
+			ks.noteDeps(lt.seq, ks.slots)
+		}
+		ks.mu.Unlock()
+		if d, ok := r.takeSlot(ks, max(within, time.Duration(waits[0])*time.Microsecond)); ok {
+			return d, nil
+		}
+		// Every slot is already too old: a lease larger than
+		// WithLeaseMaxAge lets the process use. Fall through.
+		err = &ReplyError{Script: "reserve", Reply: v, Reason: "every leased slot expired on arrival"}
 	}
 	if r.failed(ctx, ks, err) {
 		return 0, ctx.Err()

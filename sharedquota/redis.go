@@ -89,11 +89,13 @@ type keyState struct {
 	mu         sync.Mutex
 	pauseUntil int64 // monotonic ns: the last pause this process knows of
 	local      localPacer
-	keys       []string // {hashKey}: the KEYS of the quota's scripts
-	fallback   bool     // deciding by the local pacer since Redis was last asked
-	lastDep    int64    // monotonic ns: the latest shared departure known here
-	lastDepAt  int64    // monotonic ns: when Redis last told of it
-	oneArgs    []any    // reserveOneScript's arguments for oneCost units of oneLimit
+	keys       []string        // {hashKey}: the KEYS of the quota's scripts
+	fallback   bool            // deciding by the local pacer since Redis was last asked
+	lastDep    int64           // monotonic ns: the latest shared departure known here
+	lastDepAt  int64           // monotonic ns: when Redis last told of it
+	bookedTo   int64           // monotonic ns: the latest the schedule of bookedLims was booked to
+	bookedLims []headway.Limit // the limits of the reservations that told of bookedTo
+	oneArgs    []any           // reserveOneScript's arguments for oneCost units of oneLimit
 	oneLimit   headway.Limit
 	oneCost    int
 	slots      []int64 // leased departures, monotonic ns, in order
@@ -112,6 +114,10 @@ type keyState struct {
 	held []int64
 	// graceUntil ends the grace after a fallback (see graceMult).
 	graceUntil int64
+	// restore is set when a reply showed that Redis forgot what this
+	// process knew it held (see forgot): the next reservation records it
+	// again (see floors).
+	restore bool
 }
 
 // NewRedis returns a shared quota kept in Redis through client: a
@@ -281,37 +287,44 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 		tail   replyTail
 		args   []any
 		script *redis.Script
+		sent   int64
 	)
-	ks.mu.Lock()
-	pauseFloor, floors := ks.floors(limits, r.now())
-	if len(limits) == 1 && mult == 1 {
-		args = append(ks.oneArgsFor(limits[0], cost, r.marginMs()), withinUs, r.capUs(), floors[0], pauseFloor)
-		ks.mu.Unlock()
-		script = reserveOneScript
-	} else {
-		args = scaledArgs(limits, cost, mult, 1, r.marginMs(), withinUs, r.capUs(), pauseFloor, floors)
-		if len(limits) == 0 {
-			args = append(args, r.cfg.id)
-		}
-		ks.mu.Unlock()
-		script = reserveScript
-	}
 	var lt learned
-	if v, err = r.eval(ctx, script, ks.keys, args); err == nil && len(limits) == 0 {
-		v, lt, err = learnedTail(v)
-	}
-	if err == nil {
-		var waits [1]int64
-		var ws []int64
-		if ws, tail, err = reserveReply(waits[:0], v, 1, r.maxReplyUs(), r.capUs()); err == nil {
-			w = ws[0]
+	for again := true; again; {
+		ks.mu.Lock()
+		pauseFloor, floors := ks.floors(limits, r.now())
+		if len(limits) == 1 && mult == 1 {
+			args = append(ks.oneArgsFor(limits[0], cost, r.marginMs()), withinUs, r.capUs(), floors[0], pauseFloor)
+			ks.mu.Unlock()
+			script = reserveOneScript
+		} else {
+			args = scaledArgs(limits, cost, mult, 1, r.marginMs(), withinUs, r.capUs(), pauseFloor, floors)
+			if len(limits) == 0 {
+				args = append(args, r.cfg.id)
+			}
+			ks.mu.Unlock()
+			script = reserveScript
 		}
+		sent = r.now()
+		if v, err = r.eval(ctx, script, ks.keys, args); err == nil && len(limits) == 0 {
+			v, lt, err = learnedTail(v)
+		}
+		if err == nil {
+			var waits [1]int64
+			var ws []int64
+			if ws, tail, err = reserveReply(waits[:0], v, 1, r.maxReplyUs(), r.capUs()); err == nil {
+				w = ws[0]
+			}
+		}
+		// Redis forgot what this process knew it held: the reservation
+		// records it again, and takes its slot after it.
+		again = err == nil && r.forgot(ks, limits, r.now(), w, tail)
 	}
 	if err == nil {
 		r.up(ks)
-		r.stats.reservations.Add(1)
 		now := r.now()
-		ks.shared(now, w, withinUs, tail, r.grace())
+		r.stats.reservations.Add(1)
+		ks.shared(limits, sent, now, w, withinUs, tail, r.grace())
 		if len(limits) == 0 {
 			ks.heardCut(now, lt.cutSeq)
 			ks.mu.Lock()
@@ -334,30 +347,76 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 
 // floors returns what the key's fallback spent ahead of now, if it is in
 // fallback: the pause it holds and the TAT of each of limits, in µs from
-// now, for the next script to record (see reserveScript). Out of fallback,
-// zeros. The caller locks ks.
+// now, for the next script to record (see reserveScript); when Redis
+// forgot what this process knew it held (see forgot), the pause it knows
+// of and the schedule booked as far as a fallback would start after (the
+// buckets empty there). Otherwise, zeros. The caller locks ks.
 func (ks *keyState) floors(limits []headway.Limit, now int64) (pause int64, tats []int64) {
 	tats = make([]int64, 0, max(len(limits), 1))
-	if !ks.fallback {
-		for range max(len(limits), 1) {
-			tats = append(tats, 0)
-		}
-		return 0, tats
+	switch {
+	case ks.fallback:
+		tats = ks.local.floors(tats, limits, now)
+		pause = max(ks.pauseUntil-now, 0) / 1000
+	case ks.restore:
+		pause = max(ks.pauseUntil-now, 0) / 1000
 	}
-	tats = ks.local.floors(tats, limits, now)
-	if len(tats) == 0 {
+	for len(tats) < max(len(limits), 1) {
 		tats = append(tats, 0)
 	}
-	return max(ks.pauseUntil-now, 0) / 1000, tats
+	if ks.restore && ks.bookedTo > now && sameLimits(limits, ks.bookedLims) {
+		// Booked to bookedTo when Redis last said, and a second a
+		// second since, as a fallback reckons (see fallbackFrom).
+		booked := (ks.bookedTo + min(max(now-ks.lastDepAt, 0), int64(time.Second)) - now) / 1000
+		for i, l := range limits {
+			tats[i] = max(tats[i], booked+burstOf(l)*intervalUs(l))
+		}
+	}
+	return pause, tats
 }
 
-// shared notes a reservation that Redis answered at now with a wait of w
-// µs, within withinUs, and the reply's tail: the fallback, if any, is over
-// (the script recorded its floors); the latest departure booked by any
-// process is where a fallback would start (so that it does not send beside
-// slots other processes still hold); and the pause is known as of now,
-// which spares PausedFor a round trip (see pauseCoalesce).
-func (ks *keyState) shared(now, w, withinUs int64, tail replyTail, grace int64) {
+// forgot reports whether Redis, answering a reservation of ks under limits
+// at now with its first slot first µs from now and tail, holds less than
+// this process knew it held: a pause that ends sooner than the one this
+// process heard of, or a first slot before the time the schedule of the
+// same limits was booked to when Redis last said. Neither ever
+// moves back while Redis keeps its data; both do when Redis was emptied
+// without a call failing (FLUSHALL, a restart between two calls that the
+// client's retries hide, a failover to a replica behind). What is known
+// of the schedule is never later than it was (see shared); what is known
+// of the pause may be, by a reply's or a message's way back: a pause
+// within the timeout of Redis's is Redis's. Either is given an eighth of
+// what is left of it, and a millisecond, for the clocks' rates. The first
+// time, it marks ks for the next reservation to record what this process
+// knows again (see floors) and reports true: the caller reserves again at
+// once. The schedule of a key without limits follows a pace that may
+// start again (see cutScript): only its pause counts.
+func (r *Redis) forgot(ks *keyState, limits []headway.Limit, now, first int64, tail replyTail) bool {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if ks.restore {
+		ks.restore = false // recorded
+		return false
+	}
+	behind := func(knew, holds, late int64) bool {
+		return knew-holds > late+(knew-now)/8+int64(time.Millisecond)
+	}
+	schedule := len(limits) > 0 && sameLimits(limits, ks.bookedLims)
+	if behind(ks.pauseUntil, now+tail.pause*1000, int64(r.cfg.timeout)) || schedule && behind(ks.bookedTo, now+first*1000, 0) {
+		ks.restore = true
+		return true
+	}
+	return false
+}
+
+// shared notes a reservation sent to Redis at sent that Redis answered at
+// now with a wait of w µs, within withinUs, and the reply's tail: the
+// fallback, if any, is over (the script recorded its floors); the latest
+// departure booked by any process is where a fallback would start (so
+// that it does not send beside slots other processes still hold), and
+// the schedule of limits (if any) was booked to no earlier than sent and
+// tail.last (what forgot holds Redis to); and the pause is known as of
+// now, which spares PausedFor a round trip (see pauseCoalesce).
+func (ks *keyState) shared(limits []headway.Limit, sent, now, w, withinUs int64, tail replyTail, grace int64) {
 	ks.mu.Lock()
 	if ks.fallback {
 		ks.graceUntil = now + grace
@@ -367,6 +426,12 @@ func (ks *keyState) shared(now, w, withinUs int64, tail replyTail, grace int64) 
 		ks.lastDep = max(ks.lastDep, now+w*1000)
 	}
 	ks.lastDep = max(ks.lastDep, now+tail.last*1000)
+	if len(limits) > 0 {
+		if !sameLimits(limits, ks.bookedLims) {
+			ks.bookedLims, ks.bookedTo = slices.Clone(limits), 0
+		}
+		ks.bookedTo = max(ks.bookedTo, sent+tail.last*1000)
+	}
 	ks.lastDepAt = now
 	ks.pausedTill(now + tail.pause*1000)
 	ks.mu.Unlock()
