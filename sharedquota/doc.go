@@ -155,7 +155,8 @@
 // schedule was booked to, or a pause shorter than the one the process
 // knows of. That reservation records again what the process knew (its
 // pause, the schedule booked at least as far), one more round trip, and
-// takes its slot after it.
+// takes its slot after it; a policy the process shared and Redis no longer
+// holds is shared again with the next response that states it.
 //
 // # Errors
 //

@@ -7,6 +7,7 @@ import (
 
 	"github.com/headway-go/headway"
 	"github.com/headway-go/headway/fakeserver"
+	"github.com/headway-go/headway/ratelimitheader"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -76,6 +77,38 @@ func TestForgottenStateIsRecordedAgain(t *testing.T) {
 	defer fresh.Close()
 	if d := reserve(t, fresh, "p", 1, lim); d < 5*time.Second-nearSlack {
 		t.Fatalf("after FLUSHALL, a new process's slot is %v from now, within the pause of 5s", d)
+	}
+}
+
+// TestForgottenPolicyIsSharedAgain: a policy a process shared, and Redis
+// forgot (FLUSHALL), is shared again with the next response that states
+// it, not half its life later: until then, the keys without limits of
+// every process would go unpaced by it.
+func TestForgottenPolicyIsSharedAgain(t *testing.T) {
+	srv := startRedis(t) // its own: FLUSHALL empties it
+	c := newClient(t, srv.addr())
+	q := newQuota(t, c)
+	ctx := context.Background()
+	policy := ratelimitheader.Signal{Limit: 10, Period: 10 * time.Second}
+	if err := q.Learn(ctx, "p", policy); err != nil {
+		t.Fatal(err)
+	}
+	for range 9 {
+		reserve(t, q, "p", 1)
+	}
+	if d := reserve(t, q, "p", 1); !near(d, time.Second) {
+		t.Fatalf("past the learned burst: wait %v, want about 1s", d)
+	}
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	reserve(t, q, "p", 1) // the fleet's probe: nothing learned in Redis
+	if err := q.Learn(ctx, "p", policy); err != nil {
+		t.Fatal(err)
+	}
+	quota, _ := q.KeyNames("p")
+	if n, err := c.HExists(ctx, quota, "li").Result(); err != nil || !n {
+		t.Fatalf("after FLUSHALL, the policy stated again is not in Redis (%v)", err)
 	}
 }
 

@@ -99,7 +99,7 @@ func (r *Redis) reserveLease(ctx context.Context, ks *keyState, limits []headway
 			ks.slots = append(ks.slots, now+w*int64(time.Microsecond))
 		}
 		if len(limits) == 0 {
-			ks.pace = lt.pace
+			ks.sawPace(now, lt.pace)
 			ks.noteDeps(lt.seq, ks.slots)
 		}
 		ks.mu.Unlock()

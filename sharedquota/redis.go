@@ -328,7 +328,7 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 		if len(limits) == 0 {
 			ks.heardCut(now, lt.cutSeq)
 			ks.mu.Lock()
-			ks.pace = lt.pace
+			ks.sawPace(now, lt.pace)
 			switch {
 			case lt.held:
 				ks.noteHeld(now + w*1000)
