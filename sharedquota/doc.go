@@ -149,6 +149,13 @@
 // fallback. A key without limits falls back to the pace Redis last applied
 // to it, divided among the live processes.
 //
+// A process cut off from a Redis the others still reach (a partition)
+// cannot tell it from Redis away for all: it falls back to its share,
+// while the others share the whole limit without it. While k of n
+// processes are cut off, the fleet sends up to (1 + k/n) times the limit
+// (two processes at 20/s, one cut off: 30/s), and what they sent is not
+// paid back when they return.
+//
 // A Redis emptied without a call failing (FLUSHALL, a restart between two
 // calls that the client's own retries hide, a failover to a replica
 // behind) shows it in the next reply: a first slot before the time the
