@@ -84,6 +84,34 @@ func (p *cutProxy) cut() {
 // heal listens again on the same address.
 func (p *cutProxy) heal() { p.listen(p.addr) }
 
+// departures has each of a and b reserve slots on key "k" under lim, one
+// after another, each waiting for its slot, for d, and counts the slots
+// each reserved before the end: counts that a loaded machine can only make
+// smaller.
+func departures(t testing.TB, d time.Duration, lim headway.Limit, a, b *Redis) (na, nb int) {
+	end := time.Now().Add(d)
+	sent := func(q *Redis) int {
+		n := 0
+		for time.Now().Before(end) {
+			w, err := q.Reserve(context.Background(), "k", []headway.Limit{lim}, 1, time.Second)
+			if err != nil {
+				t.Error(err)
+				return n
+			}
+			if time.Now().Add(w).Before(end) {
+				n++
+			}
+			time.Sleep(w)
+		}
+		return n
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { na = sent(a) })
+	wg.Go(func() { nb = sent(b) })
+	wg.Wait()
+	return na, nb
+}
+
 // TestPartitionOfOneProcess: a process cut off from the Redis the other
 // still reaches falls back to its share, while the other shares the whole
 // limit: together they send up to 1 + 1/2 times the limit, as the package
@@ -105,29 +133,7 @@ func TestPartitionOfOneProcess(t *testing.T) {
 
 	proxy.cut()
 	const dur = 2 * time.Second
-	// sent counts the departures q reserves, one after another, before the
-	// end: a count that a loaded machine can only make smaller.
-	sent := func(q *Redis, end time.Time) int {
-		n := 0
-		for time.Now().Before(end) {
-			d, err := q.Reserve(context.Background(), "k", []headway.Limit{lim}, 1, time.Second)
-			if err != nil {
-				t.Error(err)
-				return n
-			}
-			if time.Now().Add(d).Before(end) {
-				n++
-			}
-			time.Sleep(d)
-		}
-		return n
-	}
-	end := time.Now().Add(dur)
-	var na, nb int
-	var wg sync.WaitGroup
-	wg.Go(func() { na = sent(a, end) })
-	wg.Go(func() { nb = sent(b, end) })
-	wg.Wait()
+	na, nb := departures(t, dur, lim, a, b)
 	t.Logf("b cut off for %v at %d/s: a sent %d, b %d: %.1f/s together", dur, rate, na, nb, float64(na+nb)/dur.Seconds())
 	if most := int(rate*dur.Seconds()/2) + 1; nb > most {
 		t.Errorf("b, cut off, sent %d, over its share (%d)", nb, most)
