@@ -125,7 +125,14 @@
 //
 // # When Redis is away
 //
-// Every call is bounded by a short timeout (50ms by default). After a
+// Every call is bounded by a short timeout (50ms by default), and a call
+// made for a request (its reservation, its pause check, its probe turn, or
+// its wait for another request's lease call) by half the time the request
+// has left before its deadline, if that is sooner: the other half is the
+// fallback's, to pace and send the request. A call cut short by its
+// request's share falls back for that request alone, since Redis may only
+// be slower than the request could wait; any other failure, a call that
+// ran its whole timeout included, marks Redis unavailable. After such a
 // failure, the quota leaves Redis alone for a retry interval (250ms) and
 // decides by its FailureMode: Fallback (the default) paces each key in this
 // process at its limits divided by the number of live processes, which
@@ -141,6 +148,22 @@
 // reservation of a process back spends the shares of those still in
 // fallback. A key without limits falls back to the pace Redis last applied
 // to it, divided among the live processes.
+//
+// A process cut off from a Redis the others still reach (a partition)
+// cannot tell it from Redis away for all: it falls back to its share,
+// while the others share the whole limit without it. While k of n
+// processes are cut off, the fleet sends up to (1 + k/n) times the limit
+// (two processes at 20/s, one cut off: 30/s), and what they sent is not
+// paid back when they return.
+//
+// A Redis emptied without a call failing (FLUSHALL, a restart between two
+// calls that the client's own retries hide, a failover to a replica
+// behind) shows it in the next reply: a first slot before the time the
+// schedule was booked to, or a pause shorter than the one the process
+// knows of. That reservation records again what the process knew (its
+// pause, the schedule booked at least as far), one more round trip, and
+// takes its slot after it; a policy the process shared and Redis no longer
+// holds is shared again with the next response that states it.
 //
 // # Errors
 //

@@ -373,3 +373,45 @@ func TestCloseAfterTheSubscriptionTimedOut(t *testing.T) {
 		t.Errorf("Close took %v with Redis silent", took)
 	}
 }
+
+// TestRedisOutOfMemory: a Redis at its maxmemory with noeviction refuses
+// every write (OOM) but still answers: each process falls back to its
+// share, so that together they keep to the limit, and shares again once
+// Redis has room.
+func TestRedisOutOfMemory(t *testing.T) {
+	srv := startRedis(t, "--maxmemory-policy", "noeviction")
+	admin := newClient(t, srv.addr())
+	opts := []Option{WithPrefix(testPrefix(t)), WithTimeout(slowTimeout), WithHeartbeat(100 * time.Millisecond), WithRetryInterval(100 * time.Millisecond)}
+	a := NewRedis(newClient(t, srv.addr()), opts...)
+	defer a.Close()
+	b := NewRedis(newClient(t, srv.addr()), opts...)
+	defer b.Close()
+	const rate = 20
+	lim := headway.PerSecond(rate)
+	reserve(t, a, "k", 1, lim)
+	reserve(t, b, "k", 1, lim)
+	waitFor(t, 10*time.Second, func() bool { return a.Live("k") == 2 && b.Live("k") == 2 })
+	ctx := context.Background()
+	if err := admin.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	const dur = 2 * time.Second
+	na, nb := departures(t, dur, lim, a, b)
+	t.Logf("OOM for %v at %d/s: a sent %d, b %d; stats %+v, %+v", dur, rate, na, nb, a.Stats(), b.Stats())
+	if most := int(rate*dur.Seconds()) + 2; na+nb > most {
+		t.Errorf("together they sent %d, over the limit (%d)", na+nb, most)
+	}
+	if a.Stats().Degraded == 0 || b.Stats().Degraded == 0 {
+		t.Errorf("stats %+v, %+v: not both fell back", a.Stats(), b.Stats())
+	}
+	if err := admin.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []*Redis{a, b} {
+		waitFor(t, 10*time.Second, func() bool {
+			before := q.Stats().Degraded
+			reserve(t, q, "k", 1, lim)
+			return q.Stats().Degraded == before
+		})
+	}
+}

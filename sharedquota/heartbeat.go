@@ -2,6 +2,7 @@ package sharedquota
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"time"
@@ -52,17 +53,22 @@ func (r *Redis) beat() {
 		if n, err = intReply("heartbeat", v); err == nil && n >= 1 {
 			r.up(nil)
 			r.seeLive(n)
+			if r.uncounted.CompareAndSwap(true, false) {
+				r.logInfo("headway/sharedquota: the processes are counted again")
+			}
 			return
 		}
 		if err == nil {
 			err = &ReplyError{Script: "heartbeat", Reply: v, Reason: "want a positive integer"}
 		}
 	}
-	if keyError(err) || r.failed(ctx, nil, err) {
+	// Redis answered a key's error or a bad reply (it is up), or failed.
+	r.failed(ctx, nil, err)
+	if (keyError(err) || errors.Is(err, ErrBadReply)) && r.uncounted.CompareAndSwap(false, true) {
 		// The set of processes holds something else: the count stays
 		// what it was, and the reservations go on.
-		r.health.probing.Store(false)
-		r.logWarn("headway/sharedquota: the processes cannot be counted", slog.String("err", err.Error()))
+		r.logWarn("headway/sharedquota: the processes cannot be counted: the fallback divides by the last count",
+			slog.String("err", err.Error()))
 	}
 }
 

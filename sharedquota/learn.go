@@ -9,10 +9,11 @@ import (
 	"github.com/headway-go/headway/ratelimitheader"
 )
 
-// learnedPolicy is the policy this process last shared for a key, and when.
+// learnedPolicy is the policy this process last shared for a key, when,
+// and for how long Redis holds it.
 type learnedPolicy struct {
 	iv, burst int64 // µs, requests
-	at        int64 // monotonic ns
+	at, life  int64 // monotonic ns, ns
 }
 
 // The policies shared are those the scripts accept back: at most a
@@ -123,7 +124,7 @@ func (r *Redis) learnPolicy(ctx context.Context, ks *keyState, limit int64, peri
 	if err == nil {
 		if _, err = intReply("learn", v); err == nil {
 			r.up(ks)
-			ks.learned.Store(&learnedPolicy{iv: iv, burst: burst, at: now})
+			ks.learned.Store(&learnedPolicy{iv: iv, burst: burst, at: now, life: int64(life)})
 			return nil
 		}
 	}
@@ -167,6 +168,19 @@ func (r *Redis) learnThrottle(ctx context.Context, ks *keyState) error {
 		return ctx.Err()
 	}
 	return err
+}
+
+// sawPace notes the slowest pace, in µs (0: none), that Redis applied at
+// now to a reservation of ks without limits, for the fallback. None while
+// the policy this process shared still holds (it holds for its life from
+// when it was shared; half of it, to leave the clocks room) means that
+// Redis forgot it (FLUSHALL, a restart the client's retries hide): the
+// next Learn shares it again, as the first. The caller locks ks.
+func (ks *keyState) sawPace(now, pace int64) {
+	ks.pace = pace
+	if p := ks.learned.Load(); pace == 0 && p != nil && now-p.at < p.life/2 {
+		ks.learned.CompareAndSwap(p, nil)
+	}
 }
 
 // depRecord is a reservation without limits of this process: its count in

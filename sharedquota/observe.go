@@ -23,10 +23,14 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) { c.mp = mp })
 }
 
-// WithLogger makes the quota log to l, at Info, when Redis becomes
-// unavailable (and the FailureMode decides) and when it is back, and at
-// Warn when a pause longer than the cap is shortened. Keys are never
-// logged. By default nothing is logged.
+// WithLogger makes the quota log to l. A state that lasts is logged when
+// it begins and when it ends, never once per call or heartbeat: Redis
+// unavailable (Info; the FailureMode decides) and back (Info); a key's
+// hash that Redis refuses, holding a value of another type (Warn; that key
+// alone falls back), and usable again (Info); the set of live processes
+// unusable so (Warn; the fallback divides by the last count) and counted
+// again (Info). A pause longer than the cap is logged at Warn each time it
+// is shortened. Keys are never logged. By default nothing is logged.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) { c.log = l })
 }

@@ -86,7 +86,9 @@ func defaultConfig() config {
 }
 
 // WithTimeout bounds every call to Redis. Default 50ms. A call that takes
-// longer counts as Redis being unavailable.
+// longer counts as Redis being unavailable. A call made for a request whose
+// deadline is nearer takes at most half the time the request has left, and
+// falls back for that request alone when Redis has not answered by then.
 func WithTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {

@@ -80,16 +80,17 @@ func TestPoisonedValues(t *testing.T) {
 
 // TestPoisonedTATWaitsOneInterval: a TAT no process could have written
 // reads as an empty bucket: the next request waits one interval, and the
-// quota goes on from there (it used to wait for ever, or not at all).
+// quota goes on from there (it used to wait for ever, or not at all). Each
+// value is met by a process of its own: one that booked the schedule
+// before records it again (see TestForgottenStateIsRecordedAgain).
 func TestPoisonedTATWaitsOneInterval(t *testing.T) {
 	addr := redisAddr(t)
 	c := newClient(t, addr)
-	q := newQuota(t, c)
 	ctx := context.Background()
 	lim := headway.Every(time.Second).WithBurst(2) // field "1000000:2"
-	quota, _ := q.KeyNames("k")
 	for _, v := range []string{"1e300", "inf", "nan", "9223372036854775807"} {
-		c.Del(ctx, quota)
+		q := newQuota(t, c)
+		quota, _ := q.KeyNames("k")
 		if err := c.HSet(ctx, quota, "1000000:2", v).Err(); err != nil {
 			t.Fatal(err)
 		}

@@ -47,6 +47,10 @@ type Redis struct {
 	liveNow  atomic.Int64 // the newest count; 0 since Redis was last found down
 	liveMu   sync.Mutex
 	liveSeen [3]int64 // the last counts, newest first
+	// uncounted is set while the heartbeat finds the set of processes
+	// unusable (it holds a value of another type), so that the change is
+	// logged once, and once more when it ends.
+	uncounted atomic.Bool
 
 	stats struct {
 		reservations, roundTrips, errors, degraded, leased atomic.Int64
@@ -85,11 +89,13 @@ type keyState struct {
 	mu         sync.Mutex
 	pauseUntil int64 // monotonic ns: the last pause this process knows of
 	local      localPacer
-	keys       []string // {hashKey}: the KEYS of the quota's scripts
-	fallback   bool     // deciding by the local pacer since Redis was last asked
-	lastDep    int64    // monotonic ns: the latest shared departure known here
-	lastDepAt  int64    // monotonic ns: when Redis last told of it
-	oneArgs    []any    // reserveOneScript's arguments for oneCost units of oneLimit
+	keys       []string        // {hashKey}: the KEYS of the quota's scripts
+	fallback   bool            // deciding by the local pacer since Redis was last asked
+	lastDep    int64           // monotonic ns: the latest shared departure known here
+	lastDepAt  int64           // monotonic ns: when Redis last told of it
+	bookedTo   int64           // monotonic ns: the latest the schedule of bookedLims was booked to
+	bookedLims []headway.Limit // the limits of the reservations that told of bookedTo
+	oneArgs    []any           // reserveOneScript's arguments for oneCost units of oneLimit
 	oneLimit   headway.Limit
 	oneCost    int
 	slots      []int64 // leased departures, monotonic ns, in order
@@ -108,6 +114,10 @@ type keyState struct {
 	held []int64
 	// graceUntil ends the grace after a fallback (see graceMult).
 	graceUntil int64
+	// restore is set when a reply showed that Redis forgot what this
+	// process knew it held (see forgot): the next reservation records it
+	// again (see floors).
+	restore bool
 }
 
 // NewRedis returns a shared quota kept in Redis through client: a
@@ -115,7 +125,8 @@ type keyState struct {
 // *redis.ClusterClient or a *redis.Ring. It starts a heartbeat goroutine,
 // which Close stops.
 //
-// Every call to Redis is bounded by the timeout of WithTimeout. A client
+// Every call to Redis is bounded by the timeout of WithTimeout, and by half
+// the time its request has left (see the package documentation). A client
 // whose ContextTimeoutEnabled option is set honours it on the socket; for
 // any other client, each call runs in a goroutine of its own that the quota
 // stops waiting for at the timeout (the goroutine ends with the client's
@@ -245,13 +256,16 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 			return 0, ErrInvalidLimit
 		}
 	}
+	start := r.now()
 	within = min(max(within, 0), r.cfg.maxWait)
 	withinUs := int64(within / time.Microsecond)
 	ks := r.state(key)
 	if f := ks.firstLearn.Load(); f != nil && len(limits) == 0 {
 		// The policy this process just read is on its way to Redis: a
-		// request reserved before it lands would go unpaced.
-		tm := time.NewTimer(r.cfg.timeout)
+		// request reserved before it lands would go unpaced. It waits as
+		// long as a call to Redis may take.
+		bound, _ := r.callBound(ctx)
+		tm := time.NewTimer(bound)
 		select {
 		case <-*f:
 		case <-tm.C:
@@ -261,10 +275,10 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 	}
 	mult := r.graceMult(ks, limits)
 	if r.cfg.leaseSize > 1 && oneUnit(limits, cost) && mult == 1 {
-		return r.reserveLease(ctx, ks, limits, within)
+		return r.reserveLease(ctx, ks, limits, within, start)
 	}
 	if err := r.usable(ks); err != nil {
-		return r.degrade(ks, limits, cost, within, err)
+		return r.degrade(ks, limits, cost, within, start, err)
 	}
 	var (
 		v      any
@@ -273,41 +287,48 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 		tail   replyTail
 		args   []any
 		script *redis.Script
+		sent   int64
 	)
-	ks.mu.Lock()
-	pauseFloor, floors := ks.floors(limits, r.now())
-	if len(limits) == 1 && mult == 1 {
-		args = append(ks.oneArgsFor(limits[0], cost, r.marginMs()), withinUs, r.capUs(), floors[0], pauseFloor)
-		ks.mu.Unlock()
-		script = reserveOneScript
-	} else {
-		args = scaledArgs(limits, cost, mult, 1, r.marginMs(), withinUs, r.capUs(), pauseFloor, floors)
-		if len(limits) == 0 {
-			args = append(args, r.cfg.id)
-		}
-		ks.mu.Unlock()
-		script = reserveScript
-	}
 	var lt learned
-	if v, err = r.eval(ctx, script, ks.keys, args); err == nil && len(limits) == 0 {
-		v, lt, err = learnedTail(v)
-	}
-	if err == nil {
-		var waits [1]int64
-		var ws []int64
-		if ws, tail, err = reserveReply(waits[:0], v, 1, r.maxReplyUs(), r.capUs()); err == nil {
-			w = ws[0]
+	for again := true; again; {
+		ks.mu.Lock()
+		pauseFloor, floors := ks.floors(limits, r.now())
+		if len(limits) == 1 && mult == 1 {
+			args = append(ks.oneArgsFor(limits[0], cost, r.marginMs()), withinUs, r.capUs(), floors[0], pauseFloor)
+			ks.mu.Unlock()
+			script = reserveOneScript
+		} else {
+			args = scaledArgs(limits, cost, mult, 1, r.marginMs(), withinUs, r.capUs(), pauseFloor, floors)
+			if len(limits) == 0 {
+				args = append(args, r.cfg.id)
+			}
+			ks.mu.Unlock()
+			script = reserveScript
 		}
+		sent = r.now()
+		if v, err = r.eval(ctx, script, ks.keys, args); err == nil && len(limits) == 0 {
+			v, lt, err = learnedTail(v)
+		}
+		if err == nil {
+			var waits [1]int64
+			var ws []int64
+			if ws, tail, err = reserveReply(waits[:0], v, 1, r.maxReplyUs(), r.capUs()); err == nil {
+				w = ws[0]
+			}
+		}
+		// Redis forgot what this process knew it held: the reservation
+		// records it again, and takes its slot after it.
+		again = err == nil && r.forgot(ks, limits, r.now(), w, tail)
 	}
 	if err == nil {
 		r.up(ks)
-		r.stats.reservations.Add(1)
 		now := r.now()
-		ks.shared(now, w, withinUs, tail, r.grace())
+		r.stats.reservations.Add(1)
+		ks.shared(limits, sent, now, w, withinUs, tail, r.grace())
 		if len(limits) == 0 {
 			ks.heardCut(now, lt.cutSeq)
 			ks.mu.Lock()
-			ks.pace = lt.pace
+			ks.sawPace(now, lt.pace)
 			switch {
 			case lt.held:
 				ks.noteHeld(now + w*1000)
@@ -321,35 +342,81 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 	if r.failed(ctx, ks, err) {
 		return 0, ctx.Err()
 	}
-	return r.degrade(ks, limits, cost, within, err)
+	return r.degrade(ks, limits, cost, within, start, err)
 }
 
 // floors returns what the key's fallback spent ahead of now, if it is in
 // fallback: the pause it holds and the TAT of each of limits, in µs from
-// now, for the next script to record (see reserveScript). Out of fallback,
-// zeros. The caller locks ks.
+// now, for the next script to record (see reserveScript); when Redis
+// forgot what this process knew it held (see forgot), the pause it knows
+// of and the schedule booked as far as a fallback would start after (the
+// buckets empty there). Otherwise, zeros. The caller locks ks.
 func (ks *keyState) floors(limits []headway.Limit, now int64) (pause int64, tats []int64) {
 	tats = make([]int64, 0, max(len(limits), 1))
-	if !ks.fallback {
-		for range max(len(limits), 1) {
-			tats = append(tats, 0)
-		}
-		return 0, tats
+	switch {
+	case ks.fallback:
+		tats = ks.local.floors(tats, limits, now)
+		pause = max(ks.pauseUntil-now, 0) / 1000
+	case ks.restore:
+		pause = max(ks.pauseUntil-now, 0) / 1000
 	}
-	tats = ks.local.floors(tats, limits, now)
-	if len(tats) == 0 {
+	for len(tats) < max(len(limits), 1) {
 		tats = append(tats, 0)
 	}
-	return max(ks.pauseUntil-now, 0) / 1000, tats
+	if ks.restore && ks.bookedTo > now && sameLimits(limits, ks.bookedLims) {
+		// Booked to bookedTo when Redis last said, and a second a
+		// second since, as a fallback reckons (see fallbackFrom).
+		booked := (ks.bookedTo + min(max(now-ks.lastDepAt, 0), int64(time.Second)) - now) / 1000
+		for i, l := range limits {
+			tats[i] = max(tats[i], booked+burstOf(l)*intervalUs(l))
+		}
+	}
+	return pause, tats
 }
 
-// shared notes a reservation that Redis answered at now with a wait of w
-// µs, within withinUs, and the reply's tail: the fallback, if any, is over
-// (the script recorded its floors); the latest departure booked by any
-// process is where a fallback would start (so that it does not send beside
-// slots other processes still hold); and the pause is known as of now,
-// which spares PausedFor a round trip (see pauseCoalesce).
-func (ks *keyState) shared(now, w, withinUs int64, tail replyTail, grace int64) {
+// forgot reports whether Redis, answering a reservation of ks under limits
+// at now with its first slot first µs from now and tail, holds less than
+// this process knew it held: a pause that ends sooner than the one this
+// process heard of, or a first slot before the time the schedule of the
+// same limits was booked to when Redis last said. Neither ever
+// moves back while Redis keeps its data; both do when Redis was emptied
+// without a call failing (FLUSHALL, a restart between two calls that the
+// client's retries hide, a failover to a replica behind). What is known
+// of the schedule is never later than it was (see shared); what is known
+// of the pause may be, by a reply's or a message's way back: a pause
+// within the timeout of Redis's is Redis's. Either is given an eighth of
+// what is left of it, and a millisecond, for the clocks' rates. The first
+// time, it marks ks for the next reservation to record what this process
+// knows again (see floors) and reports true: the caller reserves again at
+// once. The schedule of a key without limits follows a pace that may
+// start again (see cutScript): only its pause counts.
+func (r *Redis) forgot(ks *keyState, limits []headway.Limit, now, first int64, tail replyTail) bool {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if ks.restore {
+		ks.restore = false // recorded
+		return false
+	}
+	behind := func(knew, holds, late int64) bool {
+		return knew-holds > late+(knew-now)/8+int64(time.Millisecond)
+	}
+	schedule := len(limits) > 0 && sameLimits(limits, ks.bookedLims)
+	if behind(ks.pauseUntil, now+tail.pause*1000, int64(r.cfg.timeout)) || schedule && behind(ks.bookedTo, now+first*1000, 0) {
+		ks.restore = true
+		return true
+	}
+	return false
+}
+
+// shared notes a reservation sent to Redis at sent that Redis answered at
+// now with a wait of w µs, within withinUs, and the reply's tail: the
+// fallback, if any, is over (the script recorded its floors); the latest
+// departure booked by any process is where a fallback would start (so
+// that it does not send beside slots other processes still hold), and
+// the schedule of limits (if any) was booked to no earlier than sent and
+// tail.last (what forgot holds Redis to); and the pause is known as of
+// now, which spares PausedFor a round trip (see pauseCoalesce).
+func (ks *keyState) shared(limits []headway.Limit, sent, now, w, withinUs int64, tail replyTail, grace int64) {
 	ks.mu.Lock()
 	if ks.fallback {
 		ks.graceUntil = now + grace
@@ -359,6 +426,12 @@ func (ks *keyState) shared(now, w, withinUs int64, tail replyTail, grace int64) 
 		ks.lastDep = max(ks.lastDep, now+w*1000)
 	}
 	ks.lastDep = max(ks.lastDep, now+tail.last*1000)
+	if len(limits) > 0 {
+		if !sameLimits(limits, ks.bookedLims) {
+			ks.bookedLims, ks.bookedTo = slices.Clone(limits), 0
+		}
+		ks.bookedTo = max(ks.bookedTo, sent+tail.last*1000)
+	}
 	ks.lastDepAt = now
 	ks.pausedTill(now + tail.pause*1000)
 	ks.mu.Unlock()
@@ -659,9 +732,12 @@ func oneUnit(limits []headway.Limit, cost int) bool {
 	return true
 }
 
-// degrade decides a reservation without Redis, by the FailureMode; the
-// fallback spends nothing on a wait longer than within.
-func (r *Redis) degrade(ks *keyState, limits []headway.Limit, cost int, within time.Duration, err error) (time.Duration, error) {
+// degrade decides a reservation asked for at start (monotonic ns) without
+// Redis, by the FailureMode. The fallback spends nothing on a wait longer
+// than what is left of within since start (a call to Redis may have taken
+// some of it), and then returns the wait counted from start: longer than
+// within, as the caller reads it.
+func (r *Redis) degrade(ks *keyState, limits []headway.Limit, cost int, within time.Duration, start int64, err error) (time.Duration, error) {
 	var re *ReplyError
 	if !errors.As(err, &re) && !errors.Is(err, ErrUnavailable) {
 		err = &UnavailableError{Op: "reserve", Err: err}
@@ -689,20 +765,51 @@ func (r *Redis) degrade(ks *keyState, limits []headway.Limit, cost int, within t
 	} else {
 		ks.local.configure(limits, r.fallbackShare(), now)
 	}
-	d := ks.local.reserve(now, ks.pauseUntil, int64(cost), int64(within))
+	left := int64(within) - (now - start)
+	d := ks.local.reserve(now, ks.pauseUntil, int64(cost), left)
 	ks.mu.Unlock()
+	if d-now > left {
+		return time.Duration(d - start), nil // nothing spent
+	}
 	return time.Duration(d - now), nil
 }
 
-// eval runs script on keys within the timeout, or within the context's
-// deadline when it is sooner and the client honours it: no timer of its
-// own then.
-func (r *Redis) eval(ctx context.Context, script *redis.Script, keys []string, args []any) (any, error) {
-	if dl, ok := ctx.Deadline(); r.guard || !ok || time.Until(dl) > r.cfg.timeout {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, r.cfg.timeout)
-		defer cancel()
+// callBound returns how long a call to Redis made under ctx may take: the
+// timeout, and no more than half the time left before ctx's deadline, so
+// that a request whose Redis does not answer keeps the other half for the
+// fallback to pace and send it. cut reports whether the request's share,
+// not the timeout, is the bound.
+func (r *Redis) callBound(ctx context.Context) (d time.Duration, cut bool) {
+	d = r.cfg.timeout
+	if dl, ok := ctx.Deadline(); ok {
+		if share := time.Until(dl) / 2; share < d {
+			return max(share, 0), true
+		}
 	}
+	return d, false
+}
+
+// A cutShort is the cause of an UnavailableError for a call that Redis did
+// not answer within its request's share of the time left (see callBound):
+// Redis is slower than the request can wait, which does not say that it
+// is away.
+type cutShort struct {
+	share time.Duration
+	err   error
+}
+
+func (e *cutShort) Error() string {
+	return "no answer within the request's share of its deadline (" + e.share.String() + "): " + e.err.Error()
+}
+
+func (e *cutShort) Unwrap() error { return e.err }
+
+// eval runs script on keys within the bound of callBound.
+func (r *Redis) eval(ctx context.Context, script *redis.Script, keys []string, args []any) (any, error) {
+	bound, cut := r.callBound(ctx)
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
 	r.stats.roundTrips.Add(1)
 	var v any
 	var err error
@@ -727,6 +834,9 @@ func (r *Redis) eval(ctx context.Context, script *redis.Script, keys []string, a
 	}
 	if err != nil {
 		r.stats.errors.Add(1)
+		if cut && ctx.Err() != nil && parent.Err() == nil {
+			err = &cutShort{share: bound, err: err}
+		}
 		return nil, &UnavailableError{Op: scriptName(script), Err: err}
 	}
 	return v, nil
@@ -818,8 +928,8 @@ func (r *Redis) up(ks *keyState) {
 		default:
 		}
 	}
-	if ks != nil {
-		ks.health.up()
+	if ks != nil && ks.health.up() {
+		r.logInfo("headway/sharedquota: a key's hash in Redis is usable again: that key is shared again")
 	}
 }
 
@@ -842,6 +952,12 @@ func (r *Redis) failed(ctx context.Context, ks *keyState, err error) (callerGone
 	// ends here: a turn left taken keeps Redis, or the key, down for good.
 	if ks != nil {
 		ks.health.probing.Store(false)
+	}
+	if cs := (*cutShort)(nil); errors.As(err, &cs) {
+		// Slower than its request could wait, which may be a moment: the
+		// request falls back alone, and Redis stays as it was.
+		r.health.probing.Store(false)
+		return false
 	}
 	until := r.now() + int64(r.cfg.retry)
 	if errors.Is(err, ErrBadReply) || keyError(err) {
