@@ -3,8 +3,10 @@ package sharedquota
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -381,7 +383,9 @@ func TestCloseAfterTheSubscriptionTimedOut(t *testing.T) {
 func TestRedisOutOfMemory(t *testing.T) {
 	srv := startRedis(t, "--maxmemory-policy", "noeviction")
 	admin := newClient(t, srv.addr())
-	opts := []Option{WithPrefix(testPrefix(t)), WithTimeout(slowTimeout), WithHeartbeat(100 * time.Millisecond), WithRetryInterval(100 * time.Millisecond)}
+	// The default heartbeat: announcements that last 3s, which a loaded
+	// machine does not let lapse (the fallback divides by the count).
+	opts := []Option{WithPrefix(testPrefix(t)), WithTimeout(slowTimeout), WithRetryInterval(100 * time.Millisecond)}
 	a := NewRedis(newClient(t, srv.addr()), opts...)
 	defer a.Close()
 	b := NewRedis(newClient(t, srv.addr()), opts...)
@@ -414,4 +418,37 @@ func TestRedisOutOfMemory(t *testing.T) {
 			return q.Stats().Degraded == before
 		})
 	}
+}
+
+// TestOutOfMemoryIsNotRedisBack: under OOM every write is refused, the
+// heartbeat's announcement too, so that Redis stays unavailable, logged
+// once, until it has room again. (The heartbeat removed the lapsed
+// announcements first: a write, after which Redis lets a script write
+// despite OOM. Each heartbeat then succeeded, logged Redis back, and the
+// next reservation logged it unavailable again: two records a heartbeat.)
+func TestOutOfMemoryIsNotRedisBack(t *testing.T) {
+	srv := startRedis(t, "--maxmemory-policy", "noeviction")
+	admin := newClient(t, srv.addr())
+	var buf lockedBuffer
+	q := NewRedis(newClient(t, srv.addr()), WithPrefix(testPrefix(t)), WithTimeout(slowTimeout),
+		WithLogger(slog.New(slog.NewTextHandler(&buf, nil))),
+		WithHeartbeat(50*time.Millisecond), WithRetryInterval(50*time.Millisecond))
+	defer q.Close()
+	lim := headway.PerSecond(50)
+	reserve(t, q, "k", 1, lim)
+	waitFor(t, 10*time.Second, func() bool { return q.Live("k") == 1 })
+	ctx := context.Background()
+	if err := admin.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(time.Second); time.Now().Before(end); {
+		time.Sleep(reserve(t, q, "k", 1, lim))
+	}
+	if down, back := strings.Count(buf.String(), "Redis unavailable"), strings.Count(buf.String(), "Redis is back"); down != 1 || back != 0 {
+		t.Fatalf("in 1s of OOM, Redis logged unavailable %d times and back %d times, want once and never:\n%s", down, back, buf.String())
+	}
+	if err := admin.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() bool { return strings.Count(buf.String(), "Redis is back") == 1 })
 }

@@ -513,6 +513,12 @@ return {math.floor(rate), 1, an}
 // instant (ms of Redis's clock) its announcement ends; one further ahead
 // than ten announcements last was not written by a process, and goes.
 //
+// The announcement comes first: Redis out of memory (maxmemory,
+// noeviction) refuses it, as it refuses the reservations' writes, only
+// while the script has written nothing; after a removal it would let it
+// through, and a heartbeat would say Redis is back while no reservation
+// can be recorded.
+//
 // KEYS[1]: the quota's sorted set of processes; ARGV[1]: the process;
 // ARGV[2]: how long the announcement lasts, in ms; ARGV[3]: "1" to
 // withdraw.
@@ -520,13 +526,13 @@ var heartbeatScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now))
-redis.call('ZREMRANGEBYSCORE', KEYS[1], string.format('(%d', now + 10 * ttl), '+inf')
 if ARGV[3] == '1' then
   redis.call('ZREM', KEYS[1], ARGV[1])
 else
   redis.call('ZADD', KEYS[1], string.format('%d', now + ttl), ARGV[1])
 end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now))
+redis.call('ZREMRANGEBYSCORE', KEYS[1], string.format('(%d', now + 10 * ttl), '+inf')
 local n = redis.call('ZCARD', KEYS[1])
 if n > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
 return n
