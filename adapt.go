@@ -61,6 +61,14 @@ import (
 // kept back, which a run of right predictions shrinks again.
 type serverModel struct {
 	known bool // a response has stated a remaining quota
+	// early: quota came back well before the reset stated (a request that
+	// left after an answer stated leastLeft was told more left, the reset
+	// no later): the resets do not say when the server refills
+	// (Atlassian's, rounded up to the minute, of a bucket that refills in
+	// half a second), no window ends at them, and the bounds they put on
+	// the rate are wrong. The rate is measured from what the answers state
+	// is left.
+	early bool
 	// sinceReset is the departures since the answer that named resetAt
 	// (left before it): the server may count them after it.
 	sinceReset int32
@@ -93,7 +101,7 @@ type serverModel struct {
 	resetSeen int64   // the latest reset instant stated so far
 	seenLeft  float64 // the remaining count stated with resetSeen
 	seenAt    int64   // when the answer that stated resetSeen came
-	still     int32   // answers in a row whose reset stayed put while the quota drained
+	leastLeft float32 // the least remaining stated since resetSeen moved
 	// gap: with window, how long before resetAt the window may end. An
 	// answer's reset was stated between its request's departure and its
 	// arrival, so the boundary lies between the two plus the reset: what
@@ -116,7 +124,11 @@ type serverModel struct {
 	// server proved wrong (a throttle, or fewer left than predicted for a
 	// request) and shrinks by one after marginDecay right ones.
 	margin float64
-	right  int // predictions proved right since margin last moved
+	right  int32 // predictions proved right since margin last moved
+	// leastSent is the last departure (its seq, mod 2^32) when the answer
+	// that stated leastLeft came: a request sent after it was counted
+	// after that answer's.
+	leastSent uint32
 
 	spanAt    int64   // start of the span the innovations are summed over
 	spanInnov float64 // their sum
@@ -302,14 +314,21 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 	if sig.Reset > 0 && !m.secondReset && sig.Reset%time.Second != 0 {
 		m.msReset = true
 	}
-	if sig.Reset > 0 && !m.window {
+	if sig.Reset > 0 && m.resetSeen > 0 && !m.early && rec.seq == seq && int32(uint32(seq)-m.leastSent) > 0 &&
+		left > float64(m.leastLeft)+1 && satAdd(now, int64(sig.Reset)) <= m.resetSeen+int64(time.Second) &&
+		now < m.resetSeen-int64(time.Second) {
+		// Counted after the least answer, more left, a reset no later, and
+		// well before it.
+		m.early, m.window, m.lo, m.hi = true, false, 0, 0
+	}
+	if sig.Reset > 0 && !m.window && !m.early {
 		flight := int64(0) // how long before now the server may have stated it
 		if rec.seq == seq {
 			flight = min(max(now-rec.at, 0), maxGap)
 		}
 		m.stays(now, flight, left, sig.Reset)
 	}
-	if sig.Reset > 0 && !m.window {
+	if sig.Reset > 0 && !m.window && !m.early {
 		m.bound(left, sig.Reset)
 	}
 	if !m.rateStated && !m.window {
@@ -359,6 +378,7 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 			}
 			m.resetSeen, m.resetAt, m.seenOffset = at, at, m.offset
 			m.seenLeft, m.seenAt = left, now
+			m.leastLeft, m.leastSent = float32(left), uint32(sent)
 			m.sinceReset = 0
 			if turned {
 				m.winMin, m.turnAt = math.Inf(1), now
@@ -366,6 +386,9 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 					m.turnAt = rec.at
 				}
 			}
+		}
+		if left < float64(m.leastLeft) {
+			m.leastLeft, m.leastSent = float32(left), uint32(sent)
 		}
 		if gap >= 0 && at <= m.resetSeen && m.names(at, gap) {
 			// An answer of the present window that left later.
@@ -457,11 +480,7 @@ func (m *serverModel) stays(now, flight int64, left float64, reset time.Duration
 		seenLo -= int64(m.gap)
 	}
 	if at := satAdd(now, int64(reset)); at-flight <= m.resetSeen+stillTolerance && seenLo <= at+stillTolerance {
-		if m.still++; m.still >= 1 {
-			m.window, m.lo, m.hi = true, 0, 0
-		}
-	} else {
-		m.still = 0
+		m.window, m.lo, m.hi = true, 0, 0
 	}
 }
 

@@ -110,8 +110,22 @@ func TestARequestDeepInTheQueueOfAWindowIsNotToldAnEndlessWait(t *testing.T) {
 	})
 }
 
-// A3: a server of capacity 1 that states what remains without a reset
-// (Azure OpenAI's remaining-requests, Shopify's level/1) and 429s with a
-// Retry-After: after two throttles the model refills at one request in
-// 30 s to 10 min and fails requests with WaitErrors; a client that only
-// honours Retry-After takes 14 s for 15.
+// Atlassian states its reset to the minute, rounded up: of a bucket of
+// 20/s burst 10 it says "reset in a minute" while the quota comes back in
+// half a second. The reset stays put while the quota drains, and the
+// bounds it puts on the rate contradict each other: the model took the
+// bucket for a fixed window of 10 a minute, and 100 requests took some 9
+// minutes (least: 4.5 s). A request counted after the least answer and
+// told more left, the reset no later, proves the resets say nothing of
+// the refill.
+func TestAResetRoundedUpToTheMinuteIsNotTakenForAWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := fakeserver.Config{Limit: 20, Burst: 10, Dialect: fakeserver.Atlassian{},
+			Faults: fakeserver.Faults{Latency: 20 * time.Millisecond}}
+		done, errs, took := modelRun(t, cfg, 100, 8, time.Hour)
+		t.Logf("%d of 100 in %v, %d errors", done, took, len(errs))
+		if done != 100 || len(errs) != 0 || took > 6*time.Second {
+			t.Errorf("%d of 100 in %v, %d errors; want all within 6 s (least 4.5 s)", done, took, len(errs))
+		}
+	})
+}
