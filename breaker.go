@@ -42,10 +42,11 @@ func (s BreakerState) String() string {
 // sony/gobreaker/v2 breaker). The zero value means the defaults.
 //
 // A response with a 5xx status and a transport error count as failures,
-// but for 501 Not Implemented and 505 HTTP Version Not Supported. Every
-// other response counts as a success, 429, other 4xx, 501 and 505
-// included: a throttle or a refusal of the request shows a server at work,
-// not an outage. A request whose context ended (the caller gave up), or
+// but for 501 Not Implemented and 505 HTTP Version Not Supported, and a
+// 503 or 529 that states its wait (Retry-After, or a dialect's wait),
+// which pauses the key as a 429 does. Every other response counts as a
+// success, 429, other 4xx, 501 and 505 included: a throttle or a refusal
+// of the request shows a server at work, not an outage. A request whose context ended (the caller gave up), or
 // that was cancelled, counts as neither.
 //
 // The breaker opens when, within Interval, ConsecutiveFailures failures
@@ -157,12 +158,16 @@ func (o outcome) String() string {
 }
 
 // classify returns the outcome of a request that ended with resp or err,
-// whose context's Err() was ctxErr when it ended.
-func classify(resp *http.Response, err error, ctxErr error) outcome {
+// whose context's Err() was ctxErr when it ended. throttle reports that
+// resp is a throttle that states its wait (a 503 or 529 with
+// Retry-After): a server at work that names when to come back.
+func classify(resp *http.Response, err error, ctxErr error, throttle bool) outcome {
 	switch {
 	case ctxErr != nil, errors.Is(err, context.Canceled):
 		return outcomeExcluded
-	case err != nil, resp == nil, hostFailing(resp.StatusCode):
+	case err != nil, resp == nil:
+		return outcomeFailure
+	case hostFailing(resp.StatusCode) && !throttle:
 		return outcomeFailure
 	}
 	return outcomeSuccess

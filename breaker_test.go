@@ -19,35 +19,39 @@ import (
 func TestClassify(t *testing.T) {
 	resp := func(code int) *http.Response { return &http.Response{StatusCode: code} }
 	rows := []struct {
-		name   string
-		resp   *http.Response
-		err    error
-		ctxErr error
-		want   outcome
+		name     string
+		resp     *http.Response
+		err      error
+		ctxErr   error
+		throttle bool
+		want     outcome
 	}{
-		{"200", resp(200), nil, nil, outcomeSuccess},
-		{"301", resp(301), nil, nil, outcomeSuccess},
-		{"400", resp(400), nil, nil, outcomeSuccess},
-		{"404", resp(404), nil, nil, outcomeSuccess},
-		{"429 is a throttle, not an outage", resp(429), nil, nil, outcomeSuccess},
-		{"500", resp(500), nil, nil, outcomeFailure},
-		{"501 refuses the request, not the load", resp(501), nil, nil, outcomeSuccess},
-		{"502", resp(502), nil, nil, outcomeFailure},
-		{"503", resp(503), nil, nil, outcomeFailure},
-		{"504", resp(504), nil, nil, outcomeFailure},
-		{"505 refuses the request, not the load", resp(505), nil, nil, outcomeSuccess},
-		{"507", resp(507), nil, nil, outcomeFailure},
-		{"529, an overload", resp(529), nil, nil, outcomeFailure},
-		{"reset", nil, errReset, nil, outcomeFailure},
-		{"EOF", nil, errEOF, nil, outcomeFailure},
-		{"a timeout of the transport", nil, fmt.Errorf("x: %w", context.DeadlineExceeded), nil, outcomeFailure},
-		{"caller cancelled", nil, context.Canceled, context.Canceled, outcomeExcluded},
-		{"caller's deadline", nil, context.DeadlineExceeded, context.DeadlineExceeded, outcomeExcluded},
-		{"cancelled without the caller's context", nil, fmt.Errorf("x: %w", context.Canceled), nil, outcomeExcluded},
-		{"a 503 after the caller gave up", resp(503), nil, context.Canceled, outcomeExcluded},
+		{"200", resp(200), nil, nil, false, outcomeSuccess},
+		{"301", resp(301), nil, nil, false, outcomeSuccess},
+		{"400", resp(400), nil, nil, false, outcomeSuccess},
+		{"404", resp(404), nil, nil, false, outcomeSuccess},
+		{"429 is a throttle, not an outage", resp(429), nil, nil, false, outcomeSuccess},
+		{"500", resp(500), nil, nil, false, outcomeFailure},
+		{"501 refuses the request, not the load", resp(501), nil, nil, false, outcomeSuccess},
+		{"502", resp(502), nil, nil, false, outcomeFailure},
+		{"503", resp(503), nil, nil, false, outcomeFailure},
+		{"504", resp(504), nil, nil, false, outcomeFailure},
+		{"505 refuses the request, not the load", resp(505), nil, nil, false, outcomeSuccess},
+		{"507", resp(507), nil, nil, false, outcomeFailure},
+		{"529, an overload", resp(529), nil, nil, false, outcomeFailure},
+		{"reset", nil, errReset, nil, false, outcomeFailure},
+		{"EOF", nil, errEOF, nil, false, outcomeFailure},
+		{"a timeout of the transport", nil, fmt.Errorf("x: %w", context.DeadlineExceeded), nil, false, outcomeFailure},
+		{"caller cancelled", nil, context.Canceled, context.Canceled, false, outcomeExcluded},
+		{"caller's deadline", nil, context.DeadlineExceeded, context.DeadlineExceeded, false, outcomeExcluded},
+		{"cancelled without the caller's context", nil, fmt.Errorf("x: %w", context.Canceled), nil, false, outcomeExcluded},
+		{"a 503 after the caller gave up", resp(503), nil, context.Canceled, false, outcomeExcluded},
+		{"a 503 that states its wait", resp(503), nil, nil, true, outcomeSuccess},
+		{"a 529 that states its wait", resp(529), nil, nil, true, outcomeSuccess},
+		{"a transport error is never a throttle", nil, errReset, nil, true, outcomeFailure},
 	}
 	for _, r := range rows {
-		assert.Equal(t, r.want, classify(r.resp, r.err, r.ctxErr), r.name)
+		assert.Equal(t, r.want, classify(r.resp, r.err, r.ctxErr, r.throttle), r.name)
 	}
 	assert.Equal(t, "success", outcomeSuccess.String())
 	assert.Equal(t, "failure", outcomeFailure.String())
@@ -161,12 +165,12 @@ func TestBreakerIgnoresThrottlesAndCancellations(t *testing.T) {
 		b := newBreaker("k", BreakerSettings{})
 		for _, code := range []int{429, 429, 429, 400, 403, 404, 429, 429} {
 			record(t, b, outcomeFailure)
-			record(t, b, classify(&http.Response{StatusCode: code}, nil, nil))
-			record(t, b, classify(&http.Response{StatusCode: code}, nil, nil))
+			record(t, b, classify(&http.Response{StatusCode: code}, nil, nil, false))
+			record(t, b, classify(&http.Response{StatusCode: code}, nil, nil, false))
 		}
 		for range 20 {
-			record(t, b, classify(nil, context.Canceled, context.Canceled))
-			record(t, b, classify(&http.Response{StatusCode: 503}, nil, context.DeadlineExceeded))
+			record(t, b, classify(nil, context.Canceled, context.Canceled, false))
+			record(t, b, classify(&http.Response{StatusCode: 503}, nil, context.DeadlineExceeded, true))
 		}
 		assert.Equal(t, BreakerClosed, b.state())
 		c := b.cb.Counts()
@@ -443,4 +447,30 @@ type sleepyRT struct {
 func (s *sleepyRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	time.Sleep(s.d)
 	return s.RoundTripper.RoundTrip(req)
+}
+
+func TestTheBreakerDoesNotOpenOnOverloadsThatStateTheirWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Five 503s and 529s that say when to come back, then a bare
+		// 503: the first five pause the key as a 429 would, and only
+		// the bare one is a failure of the host.
+		ra := []string{"Retry-After", "1"}
+		base := &stepRT{steps: []step{
+			{status: 503, kv: ra}, {status: 529, kv: ra}, {status: 503, kv: ra},
+			{status: 529, kv: ra}, {status: 503, kv: ra}, {status: 503}, {status: 200},
+		}}
+		tr := New(base, WithRetry(RetryOptions{MaxAttempts: 1, ProbeInterval: -1}), WithBreaker(BreakerSettings{ConsecutiveFailures: 2}))
+		k := tr.keys.get("api.test", tr, mustReq(t, "http://api.test/x"))
+		for i, want := range []int{503, 529, 503, 529, 503, 503, 200} {
+			resp, err := tr.RoundTrip(mustReq(t, "http://api.test/x"))
+			require.NoError(t, err, "request %d", i)
+			drain(resp)
+			assert.Equal(t, want, resp.StatusCode, "request %d", i)
+			assert.Equal(t, BreakerClosed, k.br.state(), "after request %d", i)
+		}
+		assert.Len(t, base.sent, 7)
+		for i := 1; i < 6; i++ {
+			assert.GreaterOrEqual(t, base.sent[i].Sub(base.sent[i-1]), time.Second, "request %d waits the stated second", i)
+		}
+	})
 }

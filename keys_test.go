@@ -81,14 +81,14 @@ func TestASweepKeepsAKeyWithAnOpenBreaker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := &adaptRT{script: func(_ int, req *http.Request) (int, http.Header) {
 			if req.URL.Path == "/a" {
-				return 503, hdr("Retry-After", "1") // a failure to the breaker; the host is up
+				return 500, nil // a failure to the breaker; no outage state to keep the key
 			}
 			return 200, nil
 		}}
-		tr := New(rt, WithKey(KeyByPath), WithRetry(RetryOptions{MaxAttempts: 1}),
+		tr := New(rt, WithKey(KeyByPath), WithRetry(RetryOptions{MaxAttempts: 1, ProbeInterval: -1}),
 			WithBreaker(BreakerSettings{ConsecutiveFailures: 1, Timeout: time.Hour}))
-		assert.Equal(t, 503, get(t, tr, "http://api.test/a").StatusCode)
-		time.Sleep(11 * time.Minute) // what the 503 taught is forgotten; the breaker stays open
+		assert.Equal(t, 500, get(t, tr, "http://api.test/a").StatusCode)
+		time.Sleep(11 * time.Minute) // what the 500 taught is forgotten; the breaker stays open
 		for i := range 5000 {
 			get(t, tr, fmt.Sprintf("http://api.test/k%d", i))
 		}

@@ -432,20 +432,24 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	if o != nil {
 		o.sent(ctx, c.req, c.key, err)
 	}
+	var hv outageVerdict
+	if err != nil {
+		hv = c.sendFailed(s, err)
+	} else {
+		hv = t.observe(ctx, k, &s.dep, c.req.URL.Path, resp, sig)
+	}
 	if k.br != nil {
 		if c.held || (c.raced && !wasProbe) {
 			// It waits for the probe, not the breaker; or it met a
 			// closed idle connection, no failure of the host.
 			s.done(outcomeExcluded)
 		} else {
-			s.done(classify(resp, err, ctx.Err()))
+			// After observe, which read sig: a 503 that states its
+			// wait is a throttle, as it is to the outage state.
+			s.done(classify(resp, err, ctx.Err(), err == nil && sig.Throttled && sig.HasWait))
 		}
 	}
-	var hv outageVerdict
-	if err != nil {
-		hv = c.sendFailed(s, err)
-	} else {
-		hv = t.observe(ctx, k, &s.dep, c.req.URL.Path, resp, sig)
+	if err == nil {
 		if o != nil && sig.HasWait && sig.Wait > t.cfg.maxRetryAfter {
 			o.capped(ctx, c.req, c.key, resp.StatusCode, sig.Wait, t.cfg.maxRetryAfter)
 		}
