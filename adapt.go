@@ -227,6 +227,14 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 	m.answered++
 	if !sig.Throttled {
 		m.admitted++
+	} else if m.trickledPastEmpty(seq) {
+		// The quota the model refilled before a stated reset, after an
+		// answer that stated none left, was not there: the server resets
+		// windows (fixed or sliding), and nothing comes back before its
+		// resets. (Read as a bucket, an IETF window of 5 per 2 s that
+		// said r=0;t=2 was spent again 0.8 s later, and a server that
+		// blocks for 30 s on a violation blocked the key every cycle.)
+		m.window, m.lo, m.hi, m.rate = true, 0, 0, 0
 	}
 	if !sig.HasRemaining {
 		m.answeredDep(seq)
@@ -403,6 +411,25 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 			m.sync(now, seq)
 		}
 	}
+}
+
+// trickledPastEmpty reports whether departure seq, throttled, left with
+// room the model had refilled by its rate after an answer that stated
+// none left (the least since the latest reset stated), and before that
+// reset, less what the reset may be rounded by.
+func (m *serverModel) trickledPastEmpty(seq uint64) bool {
+	if m.window || m.early || m.rate <= 0 || m.deps == nil || m.resetSeen <= 0 || m.leastLeft >= 1 {
+		return false
+	}
+	rec := &m.deps[seq%depRing]
+	if rec.seq != seq || !rec.ok || rec.pred < 0 || int32(uint32(seq)-m.leastSent) <= 0 {
+		return false
+	}
+	round := maxGap // a reset stated to the millisecond: the flight
+	if !m.msReset {
+		round = int64(time.Second)
+	}
+	return rec.at+round < m.resetSeen
 }
 
 // names reports whether an answer that names the reset at, which lies up

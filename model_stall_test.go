@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/headway-go/headway/fakeserver"
+	"github.com/stretchr/testify/assert"
 )
 
 // modelRun sends n GETs from workers goroutines through New(srv) with
@@ -21,6 +22,11 @@ func modelRun(t *testing.T, cfg fakeserver.Config, n, workers int, deadline time
 	srv := fakeserver.New(cfg)
 	tr := New(srv.Transport())
 	defer tr.CloseIdleConnections()
+	return modelRunTr(t, tr, n, workers, deadline)
+}
+
+// modelRunTr is modelRun through tr.
+func modelRunTr(t *testing.T, tr *Transport, n, workers int, deadline time.Duration) (done int64, errs []error, took time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	start := time.Now()
@@ -138,4 +144,33 @@ func TestAResetRoundedUpToTheMinuteIsNotTakenForAWindow(t *testing.T) {
 			t.Errorf("%d of 100 in %v, %d errors; want all within 6 s (least 4.5 s)", done, took, len(errs))
 		}
 	})
+}
+
+// A window that states its quota as a policy (IETF, 5 per 2 s) was read
+// as a bucket refilling 2.5/s: after r=0;t=2 the model refilled by its
+// rate, and sent again 0.8 s later, well before the stated reset. Against
+// a sliding window that blocks a key for 30 s on a violation (with bare
+// 429s), every cycle ended in a block: 40 requests took 6 minutes. The
+// first such throttle now proves that nothing comes back before the
+// stated resets.
+func TestAThrottleBeforeAStatedResetEndsTheTrickle(t *testing.T) {
+	for _, alg := range []fakeserver.Algorithm{fakeserver.FixedWindow, fakeserver.SlidingWindow} {
+		synctest.Test(t, func(t *testing.T) {
+			cfg := fakeserver.Config{Algorithm: alg, Limit: 5, Window: 2 * time.Second, Dialect: fakeserver.IETF{},
+				Penalty: fakeserver.Penalty{Block: 30 * time.Second, BlockStates: fakeserver.StateNothing},
+				Faults:  fakeserver.Faults{Latency: 20 * time.Millisecond}}
+			srv := fakeserver.New(cfg)
+			tr := New(srv.Transport())
+			defer tr.CloseIdleConnections()
+			done, errs, took := modelRunTr(t, tr, 40, 8, 30*time.Minute)
+			st := srv.Stats()
+			t.Logf("%v: %d of 40 in %v, %d errors, %d rejected, %d blocked", alg, done, took, len(errs), st.Rejected, st.Blocked)
+			assert.EqualValues(t, 40, done)
+			assert.Empty(t, errs)
+			// Least: 14 s without a violation; one block costs 30 s and
+			// the probes that find its end.
+			assert.LessOrEqual(t, st.Rejected, int64(1), "%v: one violation at most", alg)
+			assert.Less(t, took, 90*time.Second, "%v", alg)
+		})
+	}
 }
