@@ -69,6 +69,11 @@ type serverModel struct {
 	// the rate are wrong. The rate is measured from what the answers state
 	// is left.
 	early bool
+	// trickles: a request that left with room the model had refilled by
+	// its rate, after an answer that stated none left and before the
+	// reset it stated, was admitted: the server refills before its
+	// resets (see trickledPastEmpty).
+	trickles bool
 	// sinceReset is the departures since the answer that named resetAt
 	// (left before it): the server may count them after it.
 	sinceReset int32
@@ -227,13 +232,20 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 	m.answered++
 	if !sig.Throttled {
 		m.admitted++
-	} else if m.trickledPastEmpty(seq) {
+		if !m.trickles && m.trickledPastEmpty(seq) {
+			m.trickles = true
+		}
+	} else if !m.trickles && m.trickledPastEmpty(seq) {
 		// The quota the model refilled before a stated reset, after an
 		// answer that stated none left, was not there: the server resets
 		// windows (fixed or sliding), and nothing comes back before its
 		// resets. (Read as a bucket, an IETF window of 5 per 2 s that
 		// said r=0;t=2 was spent again 0.8 s later, and a server that
 		// blocks for 30 s on a violation blocked the key every cycle.)
+		// Unless such a request was admitted before: then the server
+		// refills before its resets (a bucket whose resets state its
+		// time to full, rounded up to the second), and this throttle
+		// is the model's error, which its margin learns from.
 		m.window, m.lo, m.hi, m.rate = true, 0, 0, 0
 	}
 	if !sig.HasRemaining {
@@ -413,7 +425,7 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 	}
 }
 
-// trickledPastEmpty reports whether departure seq, throttled, left with
+// trickledPastEmpty reports whether departure seq left with
 // room the model had refilled by its rate after an answer that stated
 // none left (the least since the latest reset stated), and before that
 // reset, less what the reset may be rounded by.
