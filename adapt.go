@@ -276,8 +276,20 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 			pred++
 		}
 		e := left - pred
+		// What the rate is wrong by: a count of left says the level lies
+		// in [left, left+1), so a prediction within it is right, and one
+		// above it is wrong by its distance to left+1, not to left (the
+		// level is still corrected to left, which is safe). Taken to left,
+		// a level of 0.998 stated as 0 was an error of a whole request,
+		// and a bucket of two a second, which the model spends only when
+		// full again, was paced at half its rate.
+		fine := false
 		if l := m.throttledLevel(left, sig); l > left {
-			e = l - pred
+			e, fine = l-pred, true
+		}
+		rateE := e
+		if e < 0 && !fine {
+			rateE = min(e+1, 0)
 		}
 		m.judge(sig.Throttled && rec.pred >= 0, e)
 		// A request that left with others may have been counted before
@@ -309,7 +321,7 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 		if e < 0 || (e > 0 && alone) {
 			m.correct(now, rec.at, e)
 			if !m.rateStated {
-				m.spanInnov += e
+				m.spanInnov += rateE
 			}
 		}
 		if m.window && e > 0 && alone && !sig.Throttled && rec.at < m.resetSeen-int64(time.Second) &&
