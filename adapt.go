@@ -209,6 +209,11 @@ const probeGap = int64(250 * time.Millisecond)
 // measures the rate to within about one request per span.
 const rateSpan = int64(250 * time.Millisecond)
 
+// rateQuanta is the least refill, in requests at the rate measured so
+// far, over which innovations re-estimate it: a request's rounding is
+// then a quarter of it at most (see remeasure).
+const rateQuanta = 4
+
 // minRate is the slowest refill the model believes in, per nanosecond (one
 // request in 10,000 s); below it the server is taken to reset windows
 // instead.
@@ -291,6 +296,21 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 			pred++
 		}
 		e := left - pred
+		// What the rate is wrong by: a count of left says the level lies
+		// in [left, left+1), so a prediction within it is right, and one
+		// above it is wrong by its distance to left+1, not to left (the
+		// level is still corrected to left, which is safe). Taken to left,
+		// a level of 0.998 stated as 0 was an error of a whole request,
+		// and a bucket of two a second, which the model spends only when
+		// full again, was paced at half its rate.
+		fine := false
+		if l := m.throttledLevel(left, sig); l > left {
+			e, fine = l-pred, true
+		}
+		rateE := e
+		if e < 0 && !fine {
+			rateE = min(e+1, 0)
+		}
 		m.judge(sig.Throttled && rec.pred >= 0, e)
 		// A request that left with others may have been counted before
 		// them: its answer can be above the group's prediction (the level
@@ -321,7 +341,7 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 		if e < 0 || (e > 0 && alone) {
 			m.correct(now, rec.at, e)
 			if !m.rateStated {
-				m.spanInnov += e
+				m.spanInnov += rateE
 			}
 		}
 		if m.window && e > 0 && alone && !sig.Throttled && rec.at < m.resetSeen-int64(time.Second) &&
@@ -523,6 +543,23 @@ func (m *serverModel) stays(now, flight int64, left float64, reset time.Duration
 	}
 }
 
+// throttledLevel returns the level a throttle that stated left and named
+// a wait shows the server held, to within a fraction of a request: a
+// bucket refilling at the rate measured that admits the next request
+// after the wait held 1-rate·wait, which lies in [left, left+1) as the
+// count says. Read as left, its floor, every throttle of a model a little
+// too fast was an error of a whole request: with a bucket of one, whose
+// answers never show a model too slow, two throttles halved the rate
+// (1.3/s to 0.66/s against 1/s). A wait longer than the refill (a
+// penalty, a reset to a full bucket) or a window's says no more than
+// left does.
+func (m *serverModel) throttledLevel(left float64, sig *ratelimitheader.Signal) float64 {
+	if !sig.Throttled || !sig.HasWait || m.rate <= 0 || m.window {
+		return left
+	}
+	return min(max(1-m.rate*float64(sig.Wait), left), math.Nextafter(left+1, left))
+}
+
 // groupPred returns the level the model predicted after rec's departure and
 // every other that left within groupSpan of it, which the server may have
 // counted before it, and whether there was no such other.
@@ -693,15 +730,25 @@ func (m *serverModel) clamp(r float64) float64 {
 
 // remeasure corrects an unstated rate by the innovations of the span that
 // ends at now: a model that had to be corrected by e tokens over a span of
-// T refilled e/T too slowly. One span cuts the rate by half at most: a
-// request short over a span of a few seconds is what a fixed window with
-// no trickle (or a refill by whole requests) looks like between its
-// turns, not proof that the quota comes back in hours. Taken whole, one
-// such span cut 0.21/s to 0.0009/s, and a key waited 37 minutes for a
-// window of 3 per 10 s.
+// T refilled e/T too slowly.
+//
+// Remaining counts are whole numbers: an answer of r says the level lies
+// in [r, r+1), and the model is corrected to its floor, so one innovation
+// is off by up to a request. Over a span that refills only about one (a
+// bucket of one a second, measured over 0.8 s), that error is the whole
+// rate: a throttle of a model a third too fast cut 1.3/s to 0.03/s, and a
+// bucket of one, whose answers say 0 whatever its rate, never corrected it
+// back up (15 requests took 7 minutes). The span is long enough for the
+// rate measured so far to refill rateQuanta requests.
+//
+// One span cuts the rate by half at most: a request short over a span of
+// a few seconds is what a fixed window with no trickle (or a refill by
+// whole requests) looks like between its turns, not proof that the quota
+// comes back in hours. Taken whole, one such span cut 0.21/s to
+// 0.0009/s, and a key waited 37 minutes for a window of 3 per 10 s.
 func (m *serverModel) remeasure(now int64) {
 	span := now - m.spanAt
-	if span < rateSpan {
+	if span < rateSpan || (m.rate > 0 && float64(span)*m.rate < rateQuanta) {
 		return
 	}
 	if m.spanInnov != 0 {
