@@ -235,23 +235,9 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 		m.rate, m.rateStated = float64(sig.Limit)/float64(sig.Period), true
 	}
 	m.answered++
+	m.judgeTrickle(seq, sig.Throttled)
 	if !sig.Throttled {
 		m.admitted++
-		if !m.trickles && m.trickledPastEmpty(seq) {
-			m.trickles = true
-		}
-	} else if !m.trickles && m.trickledPastEmpty(seq) {
-		// The quota the model refilled before a stated reset, after an
-		// answer that stated none left, was not there: the server resets
-		// windows (fixed or sliding), and nothing comes back before its
-		// resets. (Read as a bucket, an IETF window of 5 per 2 s that
-		// said r=0;t=2 was spent again 0.8 s later, and a server that
-		// blocks for 30 s on a violation blocked the key every cycle.)
-		// Unless such a request was admitted before: then the server
-		// refills before its resets (a bucket whose resets state its
-		// time to full, rounded up to the second), and this throttle
-		// is the model's error, which its margin learns from.
-		m.window, m.lo, m.hi, m.rate = true, 0, 0, 0
 	}
 	if !sig.HasRemaining {
 		m.answeredDep(seq)
@@ -445,10 +431,34 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 	}
 }
 
+// judgeTrickle takes in whether departure seq was throttled, if it left
+// with room the model had trickled in before a stated reset (see
+// trickledPastEmpty). If it was, that quota was not there: the server
+// resets windows (fixed or sliding), and nothing comes back before its
+// resets. (Read as a bucket, an IETF window of 5 per 2 s that said
+// r=0;t=2 was spent again 0.8 s later, and a server that blocks for 30 s
+// on a violation blocked the key every cycle.) Unless such a request was
+// admitted before: then the server refills before its resets (a bucket
+// whose resets state its time to full, rounded up to the second), and
+// the throttle is the model's error, which its margin learns from.
+func (m *serverModel) judgeTrickle(seq uint64, throttled bool) {
+	if m.trickles || !m.trickledPastEmpty(seq) {
+		return
+	}
+	if !throttled {
+		m.trickles = true
+		return
+	}
+	m.window, m.lo, m.hi, m.rate = true, 0, 0, 0
+}
+
 // trickledPastEmpty reports whether departure seq left with
 // room the model had refilled by its rate after an answer that stated
 // none left (the least since the latest reset stated), and before that
-// reset, less what the reset may be rounded by.
+// reset. Before it, a bucket at that rate would have held the room, so a
+// throttle proves the model wrong whatever the reset is rounded by: a
+// window whose reset was rounded up had not turned, and one rounded down
+// would have been full.
 func (m *serverModel) trickledPastEmpty(seq uint64) bool {
 	if m.window || m.early || m.rate <= 0 || m.deps == nil || m.resetSeen <= 0 || m.leastLeft >= 1 {
 		return false
@@ -457,11 +467,7 @@ func (m *serverModel) trickledPastEmpty(seq uint64) bool {
 	if rec.seq != seq || !rec.ok || rec.pred < 0 || int32(uint32(seq)-m.leastSent) <= 0 {
 		return false
 	}
-	round := maxGap // a reset stated to the millisecond: the flight
-	if !m.msReset {
-		round = int64(time.Second)
-	}
-	return rec.at+round < m.resetSeen
+	return rec.at < m.resetSeen
 }
 
 // names reports whether an answer that names the reset at, which lies up

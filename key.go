@@ -965,8 +965,11 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 		k.observeBucket(now, dep, route, sig, coarse)
 	case dep.sub != nil && dep.sub.m.known:
 		if sig.Throttled {
-			// Rejected by another limit than its bucket's (a global one):
-			// the bucket did not count it.
+			// Rejected by another limit than its bucket's (a global one),
+			// or by the bucket's own with a bare 429: the bucket did not
+			// count it. If it left with room the bucket's model trickled
+			// in before a stated reset, the bucket resets windows.
+			dep.sub.m.judgeTrickle(dep.subSeq, !global)
 			dep.sub.m.correct(now, dep.at, 1)
 		}
 		dep.sub.m.answeredDep(dep.subSeq)

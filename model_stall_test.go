@@ -153,10 +153,21 @@ func TestAResetRoundedUpToTheMinuteIsNotTakenForAWindow(t *testing.T) {
 // 429s), every cycle ended in a block: 40 requests took 6 minutes. The
 // first such throttle now proves that nothing comes back before the
 // stated resets.
+//
+// GitHub's resets are epochs in whole seconds, and its answers name a
+// resource (a bucket of its own model): the same held there.
 func TestAThrottleBeforeAStatedResetEndsTheTrickle(t *testing.T) {
-	for _, alg := range []fakeserver.Algorithm{fakeserver.FixedWindow, fakeserver.SlidingWindow} {
+	for _, c := range []struct {
+		alg fakeserver.Algorithm
+		d   fakeserver.Dialect
+	}{
+		{fakeserver.FixedWindow, fakeserver.IETF{}},
+		{fakeserver.SlidingWindow, fakeserver.IETF{}},
+		{fakeserver.FixedWindow, fakeserver.GitHub{}},
+	} {
+		alg := c.alg
 		synctest.Test(t, func(t *testing.T) {
-			cfg := fakeserver.Config{Algorithm: alg, Limit: 5, Window: 2 * time.Second, Dialect: fakeserver.IETF{},
+			cfg := fakeserver.Config{Algorithm: alg, Limit: 5, Window: 2 * time.Second, Dialect: c.d,
 				Penalty: fakeserver.Penalty{Block: 30 * time.Second, BlockStates: fakeserver.StateNothing},
 				Faults:  fakeserver.Faults{Latency: 20 * time.Millisecond}}
 			srv := fakeserver.New(cfg)
@@ -164,7 +175,7 @@ func TestAThrottleBeforeAStatedResetEndsTheTrickle(t *testing.T) {
 			defer tr.CloseIdleConnections()
 			done, errs, took := modelRunTr(t, tr, 40, 8, 30*time.Minute)
 			st := srv.Stats()
-			t.Logf("%v: %d of 40 in %v, %d errors, %d rejected, %d blocked", alg, done, took, len(errs), st.Rejected, st.Blocked)
+			t.Logf("%v %T: %d of 40 in %v, %d errors, %d rejected, %d blocked", alg, c.d, done, took, len(errs), st.Rejected, st.Blocked)
 			assert.EqualValues(t, 40, done)
 			assert.Empty(t, errs)
 			// Least: 14 s without a violation; one block costs 30 s and
