@@ -46,8 +46,12 @@ func (s BreakerState) String() string {
 // 503 or 529 that states its wait (Retry-After, or a dialect's wait),
 // which pauses the key as a 429 does. Every other response counts as a
 // success, 429, other 4xx, 501 and 505 included: a throttle or a refusal
-// of the request shows a server at work, not an outage. A request whose context ended (the caller gave up), or
-// that was cancelled, counts as neither.
+// of the request shows a server at work, not an outage. A request whose
+// context ended (the caller gave up), or that was cancelled, counts as
+// neither, unless its host hangs: a caller that gave up on a request its
+// host left unanswered, and answered no other request of the key since it
+// left, for much longer than its answers usually take, counts as a
+// failure (see "Outages" in the package documentation).
 //
 // The breaker opens when, within Interval, ConsecutiveFailures failures
 // came in a row, or at least MinRequests outcomes were counted and the

@@ -142,7 +142,11 @@
 // The first probe that gets another answer ends the outage, and the queue
 // drains at the key's pace at once. A key whose requests go unanswered for
 // much longer than usual (a host that accepts and hangs) sends no more
-// until an answer or a timeout comes. A [SharedQuota] that is also a
+// until an answer or a timeout comes; and once two of its callers have
+// given up (a deadline, a cancel) on requests the host left unanswered
+// for that long, with no answer from the host since they left, the host
+// is failing: the key probes it as in any outage, and its breaker counts
+// a failure for each. A [SharedQuota] that is also a
 // [SharedProber] (sharedquota's is) shares the outage among processes: the
 // fleet holds its queues and sends one probe at a time, not one per process.
 //

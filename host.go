@@ -20,6 +20,11 @@ type hostState struct {
 	// conns is what carries the host's requests, as its answers showed:
 	// connsUnknown, connsHTTP1, connsNone or connsHTTP2 (see connWatch).
 	conns atomic.Uint32
+	// hungIn is the mark of the silence of a key of the host in which a
+	// caller last gave up on a request that went unanswered for a stall
+	// (see keyState.hung): here, since a key has no room to spare for
+	// what is this rare.
+	hungIn atomic.Uint64
 
 	mu     sync.Mutex
 	refs   int         // keys that point here

@@ -238,6 +238,8 @@ type departure struct {
 	// began: it began the silence a stall is counted in as it left (see
 	// keyState.sending).
 	began bool
+	// gaveUp: its caller gave up before an answer came (see call.gaveUp).
+	gaveUp bool
 }
 
 // earliest returns when n requests costing cost in all may leave on route,
@@ -469,6 +471,17 @@ func (k *keyState) seen() {
 			return
 		}
 	}
+}
+
+// seenDep is seen for dep: a departure whose caller gave up before an
+// answer came is no answer, and ends no silence but one left with nothing
+// out (see withdraw).
+func (k *keyState) seenDep(dep *departure) {
+	if dep.gaveUp {
+		k.withdraw()
+		return
+	}
+	k.seen()
 }
 
 // unseenN returns how many departures of k have not had their outcome

@@ -298,6 +298,31 @@ func (k *keyState) stalls(now int64) (mark uint64, end int64, ok bool) {
 	return mark, end, quiet > thr && quiet <= thr+int64(probeWait)
 }
 
+// hung reports whether departure dep, whose caller gave up at now before
+// any answer came, gave up on a host that hangs: the host has sent nothing
+// (no answer to any request of k) since dep left, dep has been out for
+// longer than a stall takes to show (see stalls), and it is the second
+// such request of the silence, or the host is down already (dep is its
+// probe, or was out when it went down). Its caller's deadline then served
+// as a timeout of the host, as net/http's ResponseHeaderTimeout would: the
+// host is failing.
+//
+// A caller that gives up sooner, or while the host answers others (a
+// silence ends with any answer), tells nothing of the host: nor does a
+// request of a key whose answers were never timed, nor one request alone
+// (a long call its caller ended).
+func (k *keyState) hung(dep *departure, now int64) bool {
+	if k.env.probe.initial <= 0 {
+		return false
+	}
+	o := &k.out
+	lat, mark := o.latency.Load(), k.silence()
+	if lat == 0 || mark == 0 || now-dep.sent <= stallAfter(lat) || silenceStart(mark, now) > dep.sent {
+		return false
+	}
+	return o.isDown.Load() || k.host.hungIn.Swap(mark) == mark
+}
+
 // The layout of keyState.pending (see stalls).
 const (
 	unseenBits   = 24 // 16 million departures of one key out at once
@@ -439,9 +464,11 @@ func (k *keyState) sending(dep *departure, direct bool) {
 
 // settle tells k how departure dep ended, and lets the queue go on if it
 // may. Every departure is settled once: hostUnsent for one that was not
-// sent, hostUnknown for one whose caller gave up. The silence a stall is
-// counted in ends once the answer is taken in (see seen); if a stall holds
-// the queue, an answer ends it at once, and the queue goes on.
+// sent, hostUnknown for one whose caller gave up (hostDown if the host
+// hangs: see hung). The silence a stall is counted in ends once the answer
+// is taken in (see seen); if a stall holds the queue, an answer ends it at
+// once, and the queue goes on. A caller that gave up before an answer came
+// (dep.gaveUp) ends neither: no answer came.
 //
 // An answer's latency is timed where the stall rule may use it: when no
 // latency is known yet, when another request of k is out or waiting (the
@@ -468,7 +495,7 @@ func (k *keyState) settle(dep *departure, v outageVerdict) {
 	}
 	now := k.env.now()
 	k.mu.Lock()
-	if o.stalled.Load() && v != hostUnsent {
+	if o.stalled.Load() && v != hostUnsent && !dep.gaveUp {
 		k.endSilence() // an answer: seen would end it, too late for dispatch
 	}
 	o.stalled.Store(false)

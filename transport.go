@@ -269,6 +269,7 @@ type call struct {
 
 	attempt  int            // the attempt under way, from 1
 	held     bool           // net/http's replay of the attempt was stopped (see connWatch)
+	hung     bool           // the caller gave up on the attempt, sent to a host that hangs (see keyState.hung)
 	failed   bool           // the replay or probe the attempt held broke again (see connWatch)
 	raced    bool           // the attempt broke on a pooled connection, not sent again (see connWatch.finish)
 	r        *retrier       // the retries; made when the first attempt leaves, for a body
@@ -412,7 +413,7 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	t, k, o, ctx := c.t, s.k, c.t.obs, c.ctx
 	wasDown := k.isDown()
 	wasProbe := wasDown && k.isProbe(s.dep.seq)
-	c.probe = wasProbe
+	c.probe, c.hung = wasProbe, false
 	// Nothing between the departure and here could wait (see sending):
 	// no shared quota, no retrier (a body read, a retry), no hook.
 	k.sending(&s.dep, s.dep.direct && c.r == nil && o == nil && t.cfg.shared == nil)
@@ -428,6 +429,9 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	if resp == nil && err == nil {
 		err = errNilResponse // a broken base: an error, not a panic
 	}
+	if err != nil && ctx.Err() != nil {
+		c.gaveUp(s)
+	}
 	downBefore := t.fleet != nil && k.isDown() // before this answer settles
 	if o != nil {
 		o.sent(ctx, c.req, c.key, err)
@@ -439,11 +443,14 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 		hv = t.observe(ctx, k, &s.dep, c.req.URL.Path, resp, sig)
 	}
 	if k.br != nil {
-		if c.held || (c.raced && !wasProbe) {
+		switch {
+		case c.hung:
+			s.done(outcomeFailure) // the host hangs (see keyState.hung)
+		case c.held || (c.raced && !wasProbe):
 			// It waits for the probe, not the breaker; or it met a
 			// closed idle connection, no failure of the host.
 			s.done(outcomeExcluded)
-		} else {
+		default:
 			// After observe, which read sig: a 503 that states its
 			// wait is a throttle, as it is to the outage state.
 			s.done(classify(resp, err, ctx.Err(), err == nil && sig.Throttled && sig.HasWait))
@@ -462,7 +469,7 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 		t.shareHealth(ctx, c.key, k, hv, wasDown, wasProbe, downBefore)
 	}
 	k.strikeAnswered(&s.dep, err != nil || hv == hostDown || sig.Throttled)
-	k.seen()
+	k.seenDep(&s.dep)
 	if o != nil {
 		o.outage(ctx, c.req, c.key, k)
 	}
@@ -490,7 +497,7 @@ func (c *call) sendFailed(s *slot, err error) outageVerdict {
 // fewer values to keep across the base's RoundTrip.
 func (c *call) sendPlain(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*http.Response, outageVerdict, error) {
 	k := s.k
-	c.probe = k.isProbe(s.dep.seq)
+	c.probe, c.hung = k.isProbe(s.dep.seq), false
 	k.sending(&s.dep, s.dep.direct && c.r == nil)
 	var resp *http.Response
 	var err error
@@ -506,6 +513,9 @@ func (c *call) sendPlain(s *slot, out *http.Request, sig *ratelimitheader.Signal
 	}
 	var hv outageVerdict
 	if err != nil {
+		if c.ctx.Err() != nil {
+			c.gaveUp(s)
+		}
 		hv = c.sendFailed(s, err)
 	} else if c.t.parser.Relevant(resp.StatusCode, resp.Header) {
 		hv = c.t.observeSignal(c.ctx, k, &s.dep, c.req.URL.Path, resp, sig)
@@ -513,8 +523,17 @@ func (c *call) sendPlain(s *slot, out *http.Request, sig *ratelimitheader.Signal
 		hv = c.t.observeQuiet(c.ctx, k, &s.dep, resp, sig)
 	}
 	k.strikeAnswered(&s.dep, err != nil || hv == hostDown || sig.Throttled)
-	k.seen()
+	k.seenDep(&s.dep)
 	return resp, hv, err
+}
+
+// gaveUp notes that the caller gave up on the attempt of slot s before an
+// answer came: no answer (the silence a stall is counted in goes on), and,
+// if the host has been silent since the attempt left for longer than a
+// stall takes to show, a host that hangs (see keyState.hung).
+func (c *call) gaveUp(s *slot) {
+	s.dep.gaveUp = true
+	c.hung = !c.held && s.k.hung(&s.dep, s.k.env.now())
 }
 
 // sendWatched sends out, the attempt of slot s, through the base, and
@@ -537,6 +556,8 @@ func (c *call) sendWatched(s *slot, out *http.Request) (*http.Response, error) {
 func (c *call) failVerdict(err error) outageVerdict {
 	hv := hostVerdict(nil, err, c.ctx.Err(), nil)
 	switch {
+	case c.hung:
+		hv = hostDown // its caller gave up on a host that hangs
 	case hv == hostUnknown:
 	case c.held:
 		hv = hostUnknown // the replay or probe out says
