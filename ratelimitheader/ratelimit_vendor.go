@@ -434,7 +434,8 @@ const maxPeriod = 366 * 24 * time.Hour
 // periodName parses a window's name: Second, Minute, Hour, Day, Week, Month,
 // Year (Kong) or their adjectives (Secondly, Daily, ...), a count and a unit
 // such as 24hour or 15min, or a bare number of seconds (Kong's windows
-// without a name, X-RateLimit-Limit-30).
+// without a name, X-RateLimit-Limit-30). A window longer than maxPeriod is
+// none.
 func periodName(v string) (time.Duration, bool) {
 	i := 0
 	for i < len(v) && isDigit(v[i]) {
@@ -475,6 +476,9 @@ func periodName(v string) (time.Duration, bool) {
 		unit = 365 * 24 * time.Hour
 	default:
 		return 0, false
+	}
+	if n > int64(maxPeriod/unit) {
+		return 0, false // a thousand years overflows a Duration
 	}
 	return time.Duration(n) * unit, true
 }

@@ -152,7 +152,7 @@ func FuzzFieldItems(f *testing.F) {
 		if d, ok := parseProtoDuration(v); d < 0 || (!ok && d != 0) {
 			t.Fatalf("parseProtoDuration(%q) = %v, %v", v, d, ok)
 		}
-		if d, ok := periodName(v); d < 0 || (!ok && d != 0) {
+		if d, ok := periodName(v); d < 0 || d > maxPeriod || (!ok && d != 0) {
 			t.Fatalf("periodName(%q) = %v, %v", v, d, ok)
 		}
 		_, _ = splitXName(v)
