@@ -48,6 +48,11 @@ import (
 // With several scopes or windows, the one with the fewest left binds (see
 // Signal.AddQuota).
 //
+// A Remaining may list named policies, <policy>;<count>, each a window of
+// its own whose name may end with its length (Azure's
+// x-ms-ratelimit-remaining-resource: Microsoft.Compute/HighCostGet3Min;107,
+// Microsoft.Compute/HighCostGet30Min;587); see policyCounts.
+//
 // A reset may be a delta in seconds, an epoch in seconds or milliseconds,
 // a Go duration, an RFC 3339 timestamp (with or without seconds), an
 // HTTP-date, or a date-time without a zone, read as UTC only within the
@@ -304,6 +309,9 @@ func (g *xGroup) add(in *input, s *Signal) {
 		}
 	}
 	rem := fieldItems(rb[:0], g.lines[xRemaining])
+	if policyCounts(s, rem, unit) {
+		rem = plainCounts(rem)
+	}
 	used := fieldItems(ub[:0], g.lines[xUsed])
 	resets, parse := fieldItems(tb[:0], g.lines[xReset]), parseReset
 	switch {
@@ -370,6 +378,83 @@ func (g *xGroup) add(in *input, s *Signal) {
 	}
 	w.add(s, period, unit)
 }
+
+// policyCounts records in s the members of a Remaining field that name
+// their policy, <policy>;<count>, each a window of its own, and reports
+// whether there was any. Azure's resource providers send one per throttling
+// policy the request counted against (Microsoft Learn, Troubleshooting API
+// throttling errors: x-ms-ratelimit-remaining-resource:
+// Microsoft.Compute/HighCostGet3Min;107,Microsoft.Compute/HighCostGet30Min;587,
+// one line or several); a policy's name may end with its window (3Min,
+// 30Min; see policyWindow). No reset is stated: a spent policy names no
+// wait, the Retry-After of the 429 does. A member whose count is not a
+// count ("76;w=21600", an early IETF draft's policy) is not one.
+func policyCounts(s *Signal, items []string, unit string) bool {
+	found := false
+	for _, item := range items {
+		name, count, ok := strings.Cut(item, ";")
+		if !ok {
+			continue
+		}
+		name = trimOWS(name)
+		n, ok := parseCount(count)
+		if !ok || !hasLetter(name) {
+			continue
+		}
+		found = true
+		s.AddQuota(Quota{Remaining: n, Period: policyWindow(name), Unit: unit})
+	}
+	return found
+}
+
+// plainCounts returns the members of items that do not name a policy (see
+// policyCounts), in place.
+func plainCounts(items []string) []string {
+	out := items[:0]
+	for _, item := range items {
+		if name, count, ok := strings.Cut(item, ";"); ok && hasLetter(name) {
+			if _, ok := parseCount(count); ok {
+				continue
+			}
+		}
+		out = append(out, item)
+	}
+	return out
+}
+
+// policyWindow returns the window a policy's name ends with, a count and a
+// unit of at least three letters (Azure's HighCostGet3Min, PutVM30Min:
+// 3 and 30 minutes), or zero: a name without (VmssQueuedVMOperations), or
+// with a bare number or a one-letter unit, which may be anything
+// (HighCostGet2, Gen2d), states no window.
+func policyWindow(name string) time.Duration {
+	name = name[strings.LastIndexByte(name, '/')+1:]
+	j := len(name)
+	for j > 0 && isLetter(name[j-1]) {
+		j--
+	}
+	i := j
+	for i > 0 && isDigit(name[i-1]) {
+		i--
+	}
+	if len(name)-j < 3 || i == j {
+		return 0
+	}
+	d, _ := periodName(name[i:])
+	return d
+}
+
+// hasLetter reports whether v holds an ASCII letter.
+func hasLetter(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if isLetter(v[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+func isLetter(c byte) bool { c |= 0x20; return 'a' <= c && c <= 'z' }
 
 // parseResetMillis parses a reset stated in milliseconds: a delta below
 // 1e11 (three years), else an epoch in milliseconds.

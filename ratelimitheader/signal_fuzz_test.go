@@ -106,7 +106,7 @@ var vendorFields = []string{
 	"X-Rate-Limit-Api-Token-Max", "X-Rate-Limit-Api-Token-Remaining", "X-Rate-Limit-Api-Token-Interval-Ms", "X-Rate-Limit-Member-Remaining",
 	"X-Ratelimit-Interval", "X-Ratelimit-Period", "X-Ratelimit-Window-Size", "X-Ratelimit-Remaining-30", "X-Ms-Ratelimit-Remaining-Subscription-Reads",
 	"Fastly-Ratelimit-Remaining", "Fastly-Ratelimit-Reset", "Rate-Limit-Remaining", "Rate-Limit-Reset",
-	"X-Featureratelimit-Remaining", "X-Featureratelimit-Reset",
+	"X-Featureratelimit-Remaining", "X-Featureratelimit-Reset", "X-Ms-Ratelimit-Remaining-Resource",
 }
 
 func FuzzVendor(f *testing.F) {
@@ -123,6 +123,7 @@ func FuzzVendor(f *testing.F) {
 	f.Add(uint16(429), "jira-per-issue-on-write", "6m0s", `{"type":"error","error":{"type":"rate_limit_error","message":"Extra usage is required"}}`)
 	f.Add(uint16(429), "0", "2026-03-10T12:00:30", `{"error":"API_TOKEN_LIMIT_EXCEEDED","message":"Rate limit exceeded"}`)
 	f.Add(uint16(200), "198", "2026-03-10 05:00:30 -0700", "")
+	f.Add(uint16(429), "Microsoft.Compute/HighCostGet3Min;0,Microsoft.Compute/HighCostGet30Min;587", "Microsoft.Compute/PutVM30Min; 99999999999999999999", "")
 	f.Fuzz(func(t *testing.T, status uint16, a, b, body string) {
 		h := http.Header{"Date": {fuzzDate}}
 		for i, k := range vendorFields {
@@ -140,7 +141,7 @@ func FuzzVendor(f *testing.F) {
 func FuzzFieldItems(f *testing.F) {
 	for _, v := range []string{"10, 20", "Tue, 10 Mar 2026 12:00:30 GMT, Tue, 10 Mar 2026 12:00:45 GMT", ",,", "Tue,", " a , b ,",
 		"Monday, 09-Mar-26 12:00:00 GMT", "api-usage=18/5000, per-app-api-usage=17/250(appName=a,b)", "600s", "Api-Token", "Daily", "31622401", "Fastly-RateLimit-Reset", "x-ms-ratelimit-remaining-tenant-reads", "Rate-Limit-",
-		"X-FeatureRateLimit-Reset", "x-ratelimit-"} {
+		"X-FeatureRateLimit-Reset", "x-ratelimit-", "Microsoft.Compute/HighCostGet30Min", "Gen2d", "1000year", "300Year"} {
 		f.Add(v)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
@@ -163,6 +164,9 @@ func FuzzFieldItems(f *testing.F) {
 			t.Fatalf("parseJSDate(%q) = %v, false", v, tm)
 		}
 		_, _ = xKind(v)
+		if d := policyWindow(v); d < 0 || d > maxPeriod {
+			t.Fatalf("policyWindow(%q) = %v", v, d)
+		}
 		if w := xWordKind(v); w != "" && !strings.HasPrefix(v[2:], w) {
 			t.Fatalf("xWordKind(%q) = %q", v, w)
 		}
