@@ -50,3 +50,67 @@ func TestPolicyCounts(t *testing.T) {
 		}
 	}
 }
+
+// Etsy and Xero name the window in the field's name, without a RateLimit
+// prefix.
+func TestWindowedNames(t *testing.T) {
+	const s, m, day = time.Second, time.Minute, 24 * time.Hour
+	etsy := func(perSecond, thisSecond, perDay, today string) [][2]string {
+		return [][2]string{dateNow, {"X-Limit-Per-Second", perSecond}, {"X-Remaining-This-Second", thisSecond},
+			{"X-Limit-Per-Day", perDay}, {"X-Remaining-Today", today}}
+	}
+	runCases(t, nil, []signalCase{
+		{name: "Etsy: the second's 3 bind", status: 200, headers: etsy("10", "3", "10000", "9000"),
+			want: Signal{Remaining: 3, HasRemaining: true, Limit: 10, Period: s}},
+		{name: "Etsy: the day spent, no reset, not a second's window", status: 429, headers: etsy("10", "9", "10000", "0"),
+			want: Signal{Throttled: true, HasRemaining: true, Limit: 10000, Period: day}},
+		{name: "Etsy: lower case, folded lines", status: 200,
+			headers: [][2]string{{"x-limit-per-second", "10"}, {"x-remaining-this-second", "4, 2"}, {"x-limit-per-day", "10000"}, {"x-remaining-today", "500"}},
+			want:    Signal{Remaining: 2, HasRemaining: true, Limit: 10, Period: s}},
+		{name: "Etsy: malformed counts ignored", status: 200, headers: etsy("-10", "NaN", "1e4", "99999999999999999999999"),
+			want: Signal{Remaining: 1<<63 - 1, HasRemaining: true, Period: day}},
+		{name: "Xero 200: the tenant's minute binds", status: 200,
+			headers: [][2]string{{"X-DayLimit-Remaining", "4000"}, {"X-MinLimit-Remaining", "59"}, {"X-AppMinLimit-Remaining", "9000"}},
+			want:    Signal{Remaining: 59, HasRemaining: true, Period: m}},
+		{name: "Xero 429 minute", status: 429,
+			headers: [][2]string{{"Retry-After", "20"}, {"X-DayLimit-Remaining", "4000"}, {"X-MinLimit-Remaining", "0"},
+				{"X-AppMinLimit-Remaining", "9000"}, {"X-Rate-Limit-Problem", "minute"}},
+			want: Signal{Throttled: true, Wait: 20 * s, HasWait: true, RetryAfter: true, HasRemaining: true, Period: m}},
+		{name: "Xero 429 appminute: every tenant waits", status: 429,
+			headers: [][2]string{{"Retry-After", "7"}, {"X-DayLimit-Remaining", "4000"}, {"X-MinLimit-Remaining", "30"},
+				{"X-AppMinLimit-Remaining", "0"}, {"X-Rate-Limit-Problem", "appminute"}},
+			want: Signal{Throttled: true, Scope: ScopeGlobal, Wait: 7 * s, HasWait: true, RetryAfter: true, HasRemaining: true, Period: m}},
+		{name: "Xero 429 day: over the cap", status: 429,
+			headers: [][2]string{{"Retry-After", "43000"}, {"X-DayLimit-Remaining", "0"}, {"X-MinLimit-Remaining", "59"}, {"X-Rate-Limit-Problem", "day"}},
+			want:    Signal{Throttled: true, Wait: 43000 * s, HasWait: true, RetryAfter: true, OverMaxServerWait: true, HasRemaining: true, Period: day}},
+		{name: "Xero: the problem names the spent window, whatever its count said", status: 429,
+			headers: [][2]string{{"X-MinLimit-Remaining", "2"}, {"X-Rate-Limit-Problem", "Minute"}},
+			want:    Signal{Throttled: true, HasRemaining: true, Period: m}},
+		{name: "a problem on a 200 says nothing", status: 200,
+			headers: [][2]string{{"X-MinLimit-Remaining", "2"}, {"X-Rate-Limit-Problem", "appminute"}},
+			want:    Signal{Remaining: 2, HasRemaining: true, Period: m}},
+		{name: "an unknown problem says nothing", status: 429,
+			headers: [][2]string{{"X-Rate-Limit-Problem", "concurrent"}},
+			want:    Signal{Throttled: true}},
+		{name: "names that state no window are not read", status: 200,
+			headers: [][2]string{{"X-Adslimit-Remaining", "1"}, {"X-Limit-Foo", "2"}, {"X-Remaining-Requests", "3"}, {"X-Limit-This-Second", "4"},
+				{"X-Remaining-Per-Second", "5"}, {"X-Daylimit-Remaining-Tokens", "6"}, {"X-Limit-Per-Appsecond", "7"}},
+			want: Signal{}},
+	})
+	for k, want := range map[string]struct {
+		kind   string
+		f      xField
+		period time.Duration
+	}{
+		"X-Limit-Per-Second": {"Second", xLimit, s}, "X-Remaining-This-Second": {"Second", xRemaining, s},
+		"X-Remaining-Today": {"Day", xRemaining, day}, "X-Limit-Per-Minute": {"Minute", xLimit, m},
+		"X-Daylimit-Remaining": {"Day", xRemaining, day}, "X-Appminlimit-Remaining": {"Appmin", xRemaining, m},
+		"X-Hourlimit-Limit": {"Hour", xLimit, time.Hour}, "X-Ratelimit-Remaining": {}, "X-Limit-": {}, "X-Remaining-": {},
+		"X-Limit-Per-": {}, "X-Daylimit-": {}, "X-Daylimit": {}, "X-limit-Remaining": {}, "X-Sslimit-Remaining": {},
+	} {
+		kind, f, period := windowedName(k)
+		if kind != want.kind || f != want.f || period != want.period {
+			t.Errorf("windowedName(%q) = %q, %v, %v; want %+v", k, kind, f, period, want)
+		}
+	}
+}

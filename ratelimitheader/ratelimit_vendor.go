@@ -45,6 +45,13 @@ import (
 //     Cost, Credits, Bytes, Units, Concurrent; see xKind): an exhausted
 //     one governs the wait, but is not Remaining.
 //
+// Some name the window without a RateLimit prefix: Etsy's
+// X-Limit-Per-Second, X-Remaining-This-Second, X-Limit-Per-Day and
+// X-Remaining-Today, Xero's X-DayLimit-Remaining, X-MinLimit-Remaining and
+// X-AppMinLimit-Remaining (see windowedName). Xero's X-Rate-Limit-Problem
+// names the window a 429 met (minute, day, appminute: the app's, across
+// tenants, a global pause).
+//
 // With several scopes or windows, the one with the fewest left binds (see
 // Signal.AddQuota).
 //
@@ -190,6 +197,9 @@ type xGroup struct {
 	kind  string
 	lines [xFields][]string // by field; Usage's go with Used
 	usage bool              // Used came as Usage (Strava)
+	// period is the window the fields' names state, where the kind alone
+	// does not (Xero's X-AppMinLimit-: the kind Appmin, a minute).
+	period time.Duration
 }
 
 // maxXGroups bounds the kinds read from one response.
@@ -203,8 +213,9 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 		return
 	}
 	var (
-		buf    [maxXGroups]xGroup
-		groups = buf[:0]
+		buf     [maxXGroups]xGroup
+		groups  = buf[:0]
+		problem string
 	)
 	for k, vs := range in.Header {
 		rest, kind := "", ""
@@ -220,23 +231,37 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 		if rest == "" && in.has(famXVendor) {
 			rest = vendorRest(k) // canonical: the rest as spelt
 		}
+		var (
+			f      xField
+			period time.Duration
+		)
 		if rest == "" {
-			if k != "X-Rate-Limit" && k != "X-Ratelimit" { // Zendesk, CometChat, Composio
+			kind, f, period = windowedName(k)
+		}
+		if f == xNone {
+			if rest == "" {
+				if k != "X-Rate-Limit" && k != "X-Ratelimit" { // Zendesk, CometChat, Composio
+					continue
+				}
+				rest = "Limit"
+			}
+			switch rest {
+			case "Bucket", "Resource":
+				if b := firstItem(vs); s.Bucket == "" && b != "" {
+					s.Bucket = b
+				}
+				continue
+			case "Problem":
+				problem = firstItem(vs)
 				continue
 			}
-			rest = "Limit"
-		}
-		if rest == "Bucket" || rest == "Resource" {
-			if b := firstItem(vs); s.Bucket == "" && b != "" {
-				s.Bucket = b
+			var sub string
+			sub, f = splitXName(rest)
+			if f == xNone {
+				continue
 			}
-			continue
+			kind += sub
 		}
-		sub, f := splitXName(rest)
-		if f == xNone {
-			continue
-		}
-		kind += sub
 		var g *xGroup
 		for i := range groups {
 			if groups[i].kind == kind {
@@ -251,6 +276,9 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 			groups = append(groups, xGroup{kind: kind})
 			g = &groups[len(groups)-1]
 		}
+		if period > 0 {
+			g.period = period
+		}
 		if f == xUsage {
 			f, g.usage = xUsed, true
 		}
@@ -259,11 +287,129 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 	for i := range groups {
 		groups[i].add(in, s)
 	}
+	if problem != "" && s.Throttled {
+		readProblem(problem, s)
+	}
+}
+
+// windowedName returns the kind, the field and the window of a field whose
+// name states its window without a RateLimit prefix, or xNone:
+//
+//   - X-Limit-Per-<window> and X-Remaining-This-<window>, X-Remaining-Today
+//     (Etsy Open API v3, Rate limits: X-Limit-Per-Second,
+//     X-Remaining-This-Second, X-Limit-Per-Day, X-Remaining-Today), the kind
+//     the window's name, so that a limit and its remaining meet;
+//   - X-<scope><window>Limit-<field> (Xero, OAuth 2.0 API limits:
+//     X-DayLimit-Remaining, X-MinLimit-Remaining and the app-wide
+//     X-AppMinLimit-Remaining), the kind the word before Limit.
+//
+// k is canonical.
+func windowedName(k string) (kind string, f xField, period time.Duration) {
+	switch {
+	case strings.HasPrefix(k, "X-Limit-"):
+		f, kind = xLimit, k[len("X-Limit-"):]
+	case strings.HasPrefix(k, "X-Remaining-"):
+		f, kind = xRemaining, k[len("X-Remaining-"):]
+	default:
+		w := xLimitWord(k)
+		if w == "" {
+			return "", xNone, 0
+		}
+		sub, f := splitXName(k[len("X-")+len(w)+len("limit-"):])
+		if f == xNone || sub != "" {
+			return "", xNone, 0
+		}
+		_, period = splitWindowWord(w)
+		return w, f, period
+	}
+	if kind == "Today" {
+		return "Day", f, 24 * time.Hour
+	}
+	if w, ok := strings.CutPrefix(kind, "Per-"); ok && f == xLimit {
+		kind = w
+	} else if w, ok := strings.CutPrefix(kind, "This-"); ok && f == xRemaining {
+		kind = w
+	}
+	if period = windowWord(kind); period == 0 {
+		return "", xNone, 0
+	}
+	return kind, f, period
+}
+
+// xLimitWord returns the word of a field name k of the form
+// X-<scope><window>Limit-<field>, in any case, whose end names a window
+// (Xero's X-DayLimit-Remaining: Day; X-AppMinLimit-Remaining: AppMin), or
+// "". X-RateLimit- is not one: its word names no window.
+func xLimitWord(k string) string {
+	const lim = "limit"
+	if len(k) < len("X-Daylimit-A") || k[0]|0x20 != 'x' || k[1] != '-' {
+		return ""
+	}
+	j := strings.IndexByte(k[2:], '-')
+	if j <= len(lim) || 3+j >= len(k) || !eqFold(k[2+j-len(lim):2+j], lim) {
+		return ""
+	}
+	w := k[2 : 2+j-len(lim)]
+	if _, d := splitWindowWord(w); d == 0 {
+		return ""
+	}
+	return w
+}
+
+// windowWords are the names of windows a word may end with, longest first
+// where one ends another. None is shorter than three letters: a word ending
+// in s, m or h says nothing.
+var windowWords = [...]struct {
+	name   string
+	period time.Duration
+}{
+	{"second", time.Second}, {"minute", time.Minute}, {"hour", time.Hour}, {"daily", 24 * time.Hour},
+	{"day", 24 * time.Hour}, {"sec", time.Second}, {"min", time.Minute},
+}
+
+// splitWindowWord splits a word that ends with a window's name (Xero's
+// Day, Min, AppMin, appminute) into the scope before it (App) and the
+// window's length, or returns zero.
+func splitWindowWord(w string) (scope string, period time.Duration) {
+	for _, ww := range windowWords {
+		if len(w) >= len(ww.name) && eqFold(w[len(w)-len(ww.name):], ww.name) {
+			return w[:len(w)-len(ww.name)], ww.period
+		}
+	}
+	return "", 0
+}
+
+// windowWord returns the length of the window a word names whole (Second,
+// Day, Minute, Min), or zero.
+func windowWord(w string) time.Duration {
+	if scope, d := splitWindowWord(w); scope == "" {
+		return d
+	}
+	return 0
+}
+
+// readProblem reads the limit a throttled response says it met, Xero's
+// X-Rate-Limit-Problem (OAuth 2.0 API limits: minute, day, appminute): that
+// window is spent, whatever its remaining field said; no reset is named,
+// Retry-After gives the wait. The app's minute limit counts the requests of
+// every tenant: its pause is global.
+func readProblem(v string, s *Signal) {
+	scope, period := splitWindowWord(v)
+	if period == 0 {
+		return
+	}
+	s.AddQuota(Quota{Remaining: 0, Period: period})
+	if eqFold(scope, "app") {
+		s.Scope = ScopeGlobal
+	}
 }
 
 // add records the windows of g in s.
 func (g *xGroup) add(in *input, s *Signal) {
 	unit, period := xKind(g.kind)
+	if g.period > 0 {
+		period = g.period
+	}
 	stated, ok := maxOf(g.lines[xInterval], parsePeriod)
 	for _, f := range [...]struct {
 		field xField

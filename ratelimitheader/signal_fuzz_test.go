@@ -107,6 +107,8 @@ var vendorFields = []string{
 	"X-Ratelimit-Interval", "X-Ratelimit-Period", "X-Ratelimit-Window-Size", "X-Ratelimit-Remaining-30", "X-Ms-Ratelimit-Remaining-Subscription-Reads",
 	"Fastly-Ratelimit-Remaining", "Fastly-Ratelimit-Reset", "Rate-Limit-Remaining", "Rate-Limit-Reset",
 	"X-Featureratelimit-Remaining", "X-Featureratelimit-Reset", "X-Ms-Ratelimit-Remaining-Resource",
+	"X-Limit-Per-Second", "X-Remaining-This-Second", "X-Limit-Per-Day", "X-Remaining-Today", "X-Daylimit-Remaining",
+	"X-Minlimit-Remaining", "X-Appminlimit-Remaining", "X-Rate-Limit-Problem",
 }
 
 func FuzzVendor(f *testing.F) {
@@ -141,7 +143,7 @@ func FuzzVendor(f *testing.F) {
 func FuzzFieldItems(f *testing.F) {
 	for _, v := range []string{"10, 20", "Tue, 10 Mar 2026 12:00:30 GMT, Tue, 10 Mar 2026 12:00:45 GMT", ",,", "Tue,", " a , b ,",
 		"Monday, 09-Mar-26 12:00:00 GMT", "api-usage=18/5000, per-app-api-usage=17/250(appName=a,b)", "600s", "Api-Token", "Daily", "31622401", "Fastly-RateLimit-Reset", "x-ms-ratelimit-remaining-tenant-reads", "Rate-Limit-",
-		"X-FeatureRateLimit-Reset", "x-ratelimit-", "Microsoft.Compute/HighCostGet30Min", "Gen2d", "1000year", "300Year"} {
+		"X-FeatureRateLimit-Reset", "x-ratelimit-", "Microsoft.Compute/HighCostGet30Min", "Gen2d", "1000year", "300Year", "X-Appminlimit-Remaining", "X-Remaining-Today", "X-Limit-Per-Second"} {
 		f.Add(v)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
@@ -164,6 +166,12 @@ func FuzzFieldItems(f *testing.F) {
 			t.Fatalf("parseJSDate(%q) = %v, false", v, tm)
 		}
 		_, _ = xKind(v)
+		if kind, f, d := windowedName(v); d < 0 || d > 24*time.Hour || (f == xNone) != (d == 0) || kind != "Day" && !strings.Contains(v, kind) {
+			t.Fatalf("windowedName(%q) = %q, %v, %v", v, kind, f, d)
+		}
+		if w := xLimitWord(v); w != "" && !strings.HasPrefix(v[2:], w) {
+			t.Fatalf("xLimitWord(%q) = %q", v, w)
+		}
 		if d := policyWindow(v); d < 0 || d > maxPeriod {
 			t.Fatalf("policyWindow(%q) = %v", v, d)
 		}
