@@ -114,3 +114,61 @@ func TestWindowedNames(t *testing.T) {
 		}
 	}
 }
+
+// ImageKit's X-RateLimit-Interval and X-RateLimit-Reset count
+// milliseconds; a bare interval is read so only where nothing else fits.
+func TestMillisecondWindow(t *testing.T) {
+	const ms = time.Millisecond
+	ik := func(status int, kv ...string) signalCase {
+		c := signalCase{status: status, headers: [][2]string{dateNow}}
+		for i := 0; i < len(kv); i += 2 {
+			c.headers = append(c.headers, [2]string{kv[i], kv[i+1]})
+		}
+		return c
+	}
+	cases := []struct {
+		c    signalCase
+		name string
+		want Signal
+	}{
+		{ik(200, "X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1500", "X-RateLimit-Interval", "60000"),
+			"1500 with a 60000 interval: 1.5 s of a minute",
+			Signal{Wait: 1500 * ms, HasWait: true, HasRemaining: true, Reset: 1500 * ms, Limit: 100, Period: time.Minute}},
+		{ik(429, "X-RateLimit-Limit", "100", "X-RateLimit-Reset", "1500", "X-RateLimit-Interval", "60000"),
+			"ImageKit's 429 states no remaining: the window it met is spent",
+			Signal{Throttled: true, Wait: 1500 * ms, HasWait: true, HasRemaining: true, Reset: 1500 * ms, Limit: 100, Period: time.Minute}},
+		{ik(200, "X-RateLimit-Limit", "100", "X-RateLimit-Reset", "1500", "X-RateLimit-Interval", "60000"),
+			"no remaining on a 200: nothing learned", Signal{}},
+		{ik(200, "X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "30", "X-RateLimit-Interval", "60000"),
+			"a reset that fits the interval in seconds: ambiguous, left as it was",
+			Signal{Remaining: 5, HasRemaining: true, Reset: 30 * time.Second}},
+		{ik(200, "X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "1500", "X-RateLimit-Interval", "18000"),
+			"18000: 18 s or 5 h, ambiguous",
+			Signal{Remaining: 5, HasRemaining: true, Reset: 1500 * time.Second}},
+		{ik(200, "X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "70000", "X-RateLimit-Interval", "60000"),
+			"a reset beyond the interval in milliseconds too",
+			Signal{Remaining: 5, HasRemaining: true, Reset: 70000 * time.Second}},
+		{ik(200, "X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "1500.5", "X-RateLimit-Interval", "60000"),
+			"a fraction: not ImageKit's", Signal{Remaining: 5, HasRemaining: true, Reset: 1500500 * ms}},
+		{ik(200, "X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "1500", "X-RateLimit-Interval", "60000, 1000"),
+			"two intervals", Signal{Remaining: 5, HasRemaining: true, Reset: 1500 * time.Second}},
+		{ik(200, "X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "1500", "X-RateLimit-Interval", "-60000"),
+			"a negative interval", Signal{Remaining: 5, HasRemaining: true, Reset: 1500 * time.Second}},
+		{ik(200, "X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "1500", "X-RateLimit-Interval", "NaN"),
+			"NaN", Signal{Remaining: 5, HasRemaining: true, Reset: 1500 * time.Second}},
+		{ik(200, "X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "1500", "X-RateLimit-Interval", "99999999999999999999999000"),
+			"a huge interval", Signal{Remaining: 5, HasRemaining: true, Reset: 1500 * time.Second}},
+		{ik(200, "X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "99999999999999999999999", "X-RateLimit-Interval", "60000"),
+			"a huge reset", Signal{Remaining: 5, HasRemaining: true}},
+		{ik(200, "X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "1500", "X-RateLimit-Interval", "60s"),
+			"an interval with its unit: seconds", Signal{Remaining: 5, HasRemaining: true, Reset: 1500 * time.Second, Period: time.Minute}},
+		{ik(200, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset-Ms", "1500", "X-RateLimit-Interval", "60000"),
+			"Reset-Ms says its unit itself", Signal{Wait: 1500 * ms, HasWait: true, HasRemaining: true, Reset: 1500 * ms}},
+	}
+	var cs []signalCase
+	for _, c := range cases {
+		c.c.name, c.c.want = c.name, c.want
+		cs = append(cs, c.c)
+	}
+	runCases(t, nil, cs)
+}

@@ -30,8 +30,9 @@ import (
 //     Interval-Ms or Interval-Milliseconds (Trello, HighLevel) in
 //     milliseconds, Interval-Seconds, Period (Datadog), Window or
 //     Window-Size (Composio's 600s) in seconds or as a duration with its
-//     unit, Interval only with its unit (ImageKit's bare number counts
-//     milliseconds, most fields' seconds: ambiguous); FillRate with
+//     unit, Interval with its unit, or as a bare number only where it and
+//     the resets can only count milliseconds (ImageKit's; see msWindow),
+//     a 429 that states no remaining then spending the window; FillRate with
 //     Interval-Seconds (Atlassian Data Center: a bucket of Limit that
 //     refills FillRate every Interval-Seconds), which give the quota's
 //     Limit and Period as the refill;
@@ -465,6 +466,10 @@ func (g *xGroup) add(in *input, s *Signal) {
 		resets, parse = fieldItems(tb[:0], g.lines[xResetAfter]), func(v string, _ *input) (time.Duration, bool) { return parseSeconds(v) }
 	case len(g.lines[xResetMs]) > 0:
 		resets, parse = fieldItems(tb[:0], g.lines[xResetMs]), parseResetMillis
+	case stated == 0:
+		if iv, ok := msWindow(g.lines[xDuration], resets); ok {
+			period, parse = iv, parseResetMillis
+		}
 	}
 	derived := false
 	if len(rem) == 0 && len(used) > 0 && len(used) == len(lim) {
@@ -522,7 +527,48 @@ func (g *xGroup) add(in *input, s *Signal) {
 	for _, v := range resets {
 		w.addReset(parse(v, in))
 	}
+	if !w.hasRem && len(rem)+len(used) == 0 && w.hasRst && period > 0 && in.Status == http.StatusTooManyRequests {
+		// A 429 that describes one window by its length and reset, and
+		// says nothing of what is left (ImageKit's Limit, Reset and
+		// Interval): the window it met, spent.
+		w.hasRem = true
+	}
 	w.add(s, period, unit)
+}
+
+// msWindow reads a window's length stated as a bare number, which most
+// fields count in seconds and ImageKit's X-RateLimit-Interval in
+// milliseconds (ImageKit API overview, Rate limits: X-RateLimit-Reset and
+// X-RateLimit-Interval in milliseconds), and returns it in milliseconds
+// only where nothing else fits, so that its resets are read in milliseconds
+// too:
+//
+//   - the interval I, an integer, is a whole number of seconds in
+//     milliseconds, from a second to a day, and not a whole number of hours
+//     in seconds: 60000 is a minute, or 16 h 40 min, which no window is;
+//     18000 is 18 s, or the 5 h a window may well be, and stays unread;
+//   - every reset R is an integer longer in seconds than I in milliseconds,
+//     which no reset within its window is, and no longer than I: 1500 with
+//     60000 is 1.5 s, not 25 minutes.
+//
+// Anything else leaves the interval unread and the resets as they are.
+func msWindow(intervals, resets []string) (time.Duration, bool) {
+	var b [2]string
+	items := fieldItems(b[:0], intervals)
+	if len(items) != 1 || len(resets) == 0 {
+		return 0, false
+	}
+	iv, frac, ok := parseNumber(items[0])
+	if !ok || frac != 0 || iv < 1000 || iv > 86_400_000 || iv%1000 != 0 || iv%3600 == 0 {
+		return 0, false
+	}
+	for _, v := range resets {
+		r, frac, ok := parseNumber(v)
+		if !ok || frac != 0 || r <= iv/1000 || r > iv {
+			return 0, false
+		}
+	}
+	return time.Duration(iv) * time.Millisecond, true
 }
 
 // policyCounts records in s the members of a Remaining field that name
