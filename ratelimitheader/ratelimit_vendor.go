@@ -736,28 +736,33 @@ func periodName(v string) (time.Duration, bool) {
 		n = c
 	}
 	var unit time.Duration
-	switch strings.ToLower(v[i:]) {
-	case "second", "secondly", "sec", "s":
-		unit = time.Second
-	case "minute", "minutely", "min", "m":
-		unit = time.Minute
-	case "hour", "hourly", "h":
-		unit = time.Hour
-	case "day", "daily", "d":
-		unit = 24 * time.Hour
-	case "week", "weekly":
-		unit = 7 * 24 * time.Hour
-	case "month", "monthly":
-		unit = 30 * 24 * time.Hour
-	case "year", "yearly":
-		unit = 365 * 24 * time.Hour
-	default:
+	for _, u := range periodUnits {
+		if eqFold(v[i:], u.name) {
+			unit = u.unit
+			break
+		}
+	}
+	if unit == 0 {
 		return 0, false
 	}
 	if n > int64(maxPeriod/unit) {
 		return 0, false // a thousand years overflows a Duration
 	}
 	return time.Duration(n) * unit, true
+}
+
+// periodUnits are the units periodName knows, lower case.
+var periodUnits = [...]struct {
+	name string
+	unit time.Duration
+}{
+	{"second", time.Second}, {"secondly", time.Second}, {"sec", time.Second}, {"s", time.Second},
+	{"minute", time.Minute}, {"minutely", time.Minute}, {"min", time.Minute}, {"m", time.Minute},
+	{"hour", time.Hour}, {"hourly", time.Hour}, {"h", time.Hour},
+	{"day", 24 * time.Hour}, {"daily", 24 * time.Hour}, {"d", 24 * time.Hour},
+	{"week", 7 * 24 * time.Hour}, {"weekly", 7 * 24 * time.Hour},
+	{"month", 30 * 24 * time.Hour}, {"monthly", 30 * 24 * time.Hour},
+	{"year", 365 * 24 * time.Hour}, {"yearly", 365 * 24 * time.Hour},
 }
 
 // parsePeriod parses the length of a window: a number of seconds, or a
