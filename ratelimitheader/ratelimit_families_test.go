@@ -172,3 +172,32 @@ func TestMillisecondWindow(t *testing.T) {
 	}
 	runCases(t, nil, cs)
 }
+
+// Zendesk's per-endpoint fields state a window as key=value members.
+func TestKeyedWindow(t *testing.T) {
+	const s = time.Second
+	zd := "Zendesk-Ratelimit-Tickets-Index"
+	runCases(t, nil, []signalCase{
+		{name: "per-endpoint binds below the account's", status: 200,
+			headers: [][2]string{{"X-Rate-Limit", "700"}, {"X-Rate-Limit-Remaining", "650"}, {zd, "total=100; remaining=99; resets=10"}},
+			want:    Signal{Remaining: 99, HasRemaining: true, Reset: 10 * s, Limit: 100}},
+		{name: "spent: its reset is the wait", status: 200,
+			headers: [][2]string{{zd, "total=100; remaining=0; resets=10"}},
+			want:    Signal{Wait: 10 * s, HasWait: true, HasRemaining: true, Reset: 10 * s, Limit: 100}},
+		{name: "keys in any case, limit and reset, commas", status: 200,
+			headers: [][2]string{{"zendesk-ratelimit-search-export", "Limit=100, Remaining=0, Reset=7"}},
+			want:    Signal{Wait: 7 * s, HasWait: true, HasRemaining: true, Reset: 7 * s, Limit: 100}},
+		{name: "two endpoints: the fewest left", status: 200,
+			headers: [][2]string{{zd, "total=100; remaining=40; resets=10"}, {"Zendesk-Ratelimit-Users-Index", "total=50; remaining=3; resets=20"}},
+			want:    Signal{Remaining: 3, HasRemaining: true, Reset: 20 * s, Limit: 50}},
+		{name: "folded twice: the most conservative", status: 200,
+			headers: [][2]string{{zd, "total=100; remaining=9; resets=10, total=100; remaining=8; resets=12"}},
+			want:    Signal{Remaining: 8, HasRemaining: true, Reset: 12 * s, Limit: 100}},
+		{name: "malformed values ignored", status: 200,
+			headers: [][2]string{{zd, "total=-1; remaining=NaN; resets=1e3"}, {"Zendesk-Ratelimit-Other", "remaining=5; resets=-10; total=; =4; ;;"}},
+			want:    Signal{Remaining: 5, HasRemaining: true}},
+		{name: "a reset beyond any window ignored", status: 200,
+			headers: [][2]string{{zd, "remaining=0; resets=99999999999999999999999"}, {"Zendesk-Ratelimit-Other", "remaining=1; resets=31622401"}},
+			want:    Signal{HasRemaining: true}},
+	})
+}

@@ -1041,9 +1041,9 @@ func (hubSpotDialect) parse(in *input, s *Signal) {
 }
 
 // zendeskDialect reads Zendesk's per-endpoint fields such as
-// Zendesk-RateLimit-Tickets-Index: total=100; remaining=99; resets=41. Its
-// account-wide limit comes as X-Rate-Limit and the IETF -06 fields, read by
-// the other dialects.
+// Zendesk-RateLimit-Tickets-Index: total=100; remaining=99; resets=41, each
+// a window of its own (see keyedWindow). Its account-wide limit comes as
+// X-Rate-Limit and the IETF -06 fields, read by the other dialects.
 type zendeskDialect struct{}
 
 func (zendeskDialect) String() string { return "zendesk" }
@@ -1060,24 +1060,51 @@ func (zendeskDialect) parse(in *input, s *Signal) {
 			continue
 		}
 		for _, v := range vs {
-			var w window
-			for part := range strings.FieldsFuncSeq(v, func(r rune) bool { return r == ';' || r == ',' }) {
-				key, val, ok := strings.Cut(part, "=")
-				if !ok {
-					continue
-				}
-				switch trimOWS(key) {
-				case "total":
-					w.addLimit([]string{val})
-				case "remaining":
-					w.addRemaining([]string{val})
-				case "resets":
-					w.addReset(parseSeconds(val))
-				}
-			}
+			w := keyedWindow(v)
 			w.add(s, 0, "")
 		}
 	}
+}
+
+// keyedWindow reads one window stated as a list of key=value members,
+// separated by semicolons or commas, as Zendesk's per-endpoint fields are
+// (Zendesk API reference, Rate limits: Zendesk-RateLimit-Tickets-Index:
+// total=100; remaining=99; resets=10): total or limit, remaining, and
+// resets or reset in seconds, keys in any case. Other keys are skipped,
+// malformed values ignored, and so is a reset beyond maxPeriod, which is
+// no window's; of a key given twice (two lines folded into one
+// by a proxy) the most conservative value is kept.
+func keyedWindow(v string) window {
+	var w window
+	for len(v) > 0 {
+		i := strings.IndexAny(v, ";,")
+		part := v
+		if i >= 0 {
+			part, v = v[:i], v[i+1:]
+		} else {
+			v = ""
+		}
+		key, val, ok := strings.Cut(part, "=")
+		if !ok {
+			continue
+		}
+		key, val = trimOWS(key), trimOWS(val)
+		switch {
+		case eqFold(key, "total") || eqFold(key, "limit"):
+			if n, ok := parseCount(val); ok && (!w.hasLimit || n < w.limit) {
+				w.limit, w.hasLimit = n, true
+			}
+		case eqFold(key, "remaining"):
+			if n, ok := parseCount(val); ok && (!w.hasRem || n < w.remaining) {
+				w.remaining, w.hasRem = n, true
+			}
+		case eqFold(key, "resets") || eqFold(key, "reset"):
+			if d, ok := parseSeconds(val); ok && d <= maxPeriod {
+				w.addReset(d, true)
+			}
+		}
+	}
+	return w
 }
 
 // stripeDialect reads Stripe-Should-Retry: false, Stripe's word that a

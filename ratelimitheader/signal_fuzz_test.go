@@ -126,6 +126,7 @@ func FuzzVendor(f *testing.F) {
 	f.Add(uint16(429), "0", "2026-03-10T12:00:30", `{"error":"API_TOKEN_LIMIT_EXCEEDED","message":"Rate limit exceeded"}`)
 	f.Add(uint16(200), "198", "2026-03-10 05:00:30 -0700", "")
 	f.Add(uint16(429), "60000", "1500", "")
+	f.Add(uint16(200), "Total=100, REMAINING=0; reset=7", "remaining=0; resets=99999999999999999999999;;=", "")
 	f.Add(uint16(429), "Microsoft.Compute/HighCostGet3Min;0,Microsoft.Compute/HighCostGet30Min;587", "Microsoft.Compute/PutVM30Min; 99999999999999999999", "")
 	f.Fuzz(func(t *testing.T, status uint16, a, b, body string) {
 		h := http.Header{"Date": {fuzzDate}}
