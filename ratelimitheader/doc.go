@@ -5,7 +5,7 @@
 // RateLimit and RateLimit-Policy fields, drafts -06 to -11, and the vendor
 // dialects: X-RateLimit-* in its many spellings and scopes, GitHub, Discord,
 // OpenAI, Anthropic, Shopify, HubSpot, Zendesk, Stripe, Google APIs,
-// Salesforce, Atlassian, Linear). Of several windows, a spent one governs
+// Salesforce, Atlassian, Linear, Azure's resource providers, Etsy, Xero). Of several windows, a spent one governs
 // the wait, and the one with the fewest left is the quota reported.
 //
 // It is pure: Parse and Parser.Parse take the status, the header, a prefix

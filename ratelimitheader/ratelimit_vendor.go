@@ -30,8 +30,9 @@ import (
 //     Interval-Ms or Interval-Milliseconds (Trello, HighLevel) in
 //     milliseconds, Interval-Seconds, Period (Datadog), Window or
 //     Window-Size (Composio's 600s) in seconds or as a duration with its
-//     unit, Interval only with its unit (ImageKit's bare number counts
-//     milliseconds, most fields' seconds: ambiguous); FillRate with
+//     unit, Interval with its unit, or as a bare number only where it and
+//     the resets can only count milliseconds (ImageKit's; see msWindow),
+//     a 429 that states no remaining then spending the window; FillRate with
 //     Interval-Seconds (Atlassian Data Center: a bucket of Limit that
 //     refills FillRate every Interval-Seconds), which give the quota's
 //     Limit and Period as the refill;
@@ -45,8 +46,20 @@ import (
 //     Cost, Credits, Bytes, Units, Concurrent; see xKind): an exhausted
 //     one governs the wait, but is not Remaining.
 //
+// Some name the window without a RateLimit prefix: Etsy's
+// X-Limit-Per-Second, X-Remaining-This-Second, X-Limit-Per-Day and
+// X-Remaining-Today, Xero's X-DayLimit-Remaining, X-MinLimit-Remaining and
+// X-AppMinLimit-Remaining (see windowedName). Xero's X-Rate-Limit-Problem
+// names the window a 429 met (minute, day, appminute: the app's, across
+// tenants, a global pause).
+//
 // With several scopes or windows, the one with the fewest left binds (see
 // Signal.AddQuota).
+//
+// A Remaining may list named policies, <policy>;<count>, each a window of
+// its own whose name may end with its length (Azure's
+// x-ms-ratelimit-remaining-resource: Microsoft.Compute/HighCostGet3Min;107,
+// Microsoft.Compute/HighCostGet30Min;587); see policyCounts.
 //
 // A reset may be a delta in seconds, an epoch in seconds or milliseconds,
 // a Go duration, an RFC 3339 timestamp (with or without seconds), an
@@ -185,6 +198,9 @@ type xGroup struct {
 	kind  string
 	lines [xFields][]string // by field; Usage's go with Used
 	usage bool              // Used came as Usage (Strava)
+	// period is the window the fields' names state, where the kind alone
+	// does not (Xero's X-AppMinLimit-: the kind Appmin, a minute).
+	period time.Duration
 }
 
 // maxXGroups bounds the kinds read from one response.
@@ -198,8 +214,9 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 		return
 	}
 	var (
-		buf    [maxXGroups]xGroup
-		groups = buf[:0]
+		buf     [maxXGroups]xGroup
+		groups  = buf[:0]
+		problem string
 	)
 	for k, vs := range in.Header {
 		rest, kind := "", ""
@@ -215,23 +232,37 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 		if rest == "" && in.has(famXVendor) {
 			rest = vendorRest(k) // canonical: the rest as spelt
 		}
+		var (
+			f      xField
+			period time.Duration
+		)
 		if rest == "" {
-			if k != "X-Rate-Limit" && k != "X-Ratelimit" { // Zendesk, CometChat, Composio
+			kind, f, period = windowedName(k)
+		}
+		if f == xNone {
+			if rest == "" {
+				if k != "X-Rate-Limit" && k != "X-Ratelimit" { // Zendesk, CometChat, Composio
+					continue
+				}
+				rest = "Limit"
+			}
+			switch rest {
+			case "Bucket", "Resource":
+				if b := firstItem(vs); s.Bucket == "" && b != "" {
+					s.Bucket = b
+				}
+				continue
+			case "Problem":
+				problem = firstItem(vs)
 				continue
 			}
-			rest = "Limit"
-		}
-		if rest == "Bucket" || rest == "Resource" {
-			if b := firstItem(vs); s.Bucket == "" && b != "" {
-				s.Bucket = b
+			var sub string
+			sub, f = splitXName(rest)
+			if f == xNone {
+				continue
 			}
-			continue
+			kind += sub
 		}
-		sub, f := splitXName(rest)
-		if f == xNone {
-			continue
-		}
-		kind += sub
 		var g *xGroup
 		for i := range groups {
 			if groups[i].kind == kind {
@@ -246,6 +277,9 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 			groups = append(groups, xGroup{kind: kind})
 			g = &groups[len(groups)-1]
 		}
+		if period > 0 {
+			g.period = period
+		}
 		if f == xUsage {
 			f, g.usage = xUsed, true
 		}
@@ -254,11 +288,129 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 	for i := range groups {
 		groups[i].add(in, s)
 	}
+	if problem != "" && s.Throttled {
+		readProblem(problem, s)
+	}
+}
+
+// windowedName returns the kind, the field and the window of a field whose
+// name states its window without a RateLimit prefix, or xNone:
+//
+//   - X-Limit-Per-<window> and X-Remaining-This-<window>, X-Remaining-Today
+//     (Etsy Open API v3, Rate limits: X-Limit-Per-Second,
+//     X-Remaining-This-Second, X-Limit-Per-Day, X-Remaining-Today), the kind
+//     the window's name, so that a limit and its remaining meet;
+//   - X-<scope><window>Limit-<field> (Xero, OAuth 2.0 API limits:
+//     X-DayLimit-Remaining, X-MinLimit-Remaining and the app-wide
+//     X-AppMinLimit-Remaining), the kind the word before Limit.
+//
+// k is canonical.
+func windowedName(k string) (kind string, f xField, period time.Duration) {
+	switch {
+	case strings.HasPrefix(k, "X-Limit-"):
+		f, kind = xLimit, k[len("X-Limit-"):]
+	case strings.HasPrefix(k, "X-Remaining-"):
+		f, kind = xRemaining, k[len("X-Remaining-"):]
+	default:
+		w := xLimitWord(k)
+		if w == "" {
+			return "", xNone, 0
+		}
+		sub, f := splitXName(k[len("X-")+len(w)+len("limit-"):])
+		if f == xNone || sub != "" {
+			return "", xNone, 0
+		}
+		_, period = splitWindowWord(w)
+		return w, f, period
+	}
+	if kind == "Today" {
+		return "Day", f, 24 * time.Hour
+	}
+	if w, ok := strings.CutPrefix(kind, "Per-"); ok && f == xLimit {
+		kind = w
+	} else if w, ok := strings.CutPrefix(kind, "This-"); ok && f == xRemaining {
+		kind = w
+	}
+	if period = windowWord(kind); period == 0 {
+		return "", xNone, 0
+	}
+	return kind, f, period
+}
+
+// xLimitWord returns the word of a field name k of the form
+// X-<scope><window>Limit-<field>, in any case, whose end names a window
+// (Xero's X-DayLimit-Remaining: Day; X-AppMinLimit-Remaining: AppMin), or
+// "". X-RateLimit- is not one: its word names no window.
+func xLimitWord(k string) string {
+	const lim = "limit"
+	if len(k) < len("X-Daylimit-A") || k[0]|0x20 != 'x' || k[1] != '-' {
+		return ""
+	}
+	j := strings.IndexByte(k[2:], '-')
+	if j <= len(lim) || 3+j >= len(k) || !eqFold(k[2+j-len(lim):2+j], lim) {
+		return ""
+	}
+	w := k[2 : 2+j-len(lim)]
+	if _, d := splitWindowWord(w); d == 0 {
+		return ""
+	}
+	return w
+}
+
+// windowWords are the names of windows a word may end with, longest first
+// where one ends another. None is shorter than three letters: a word ending
+// in s, m or h says nothing.
+var windowWords = [...]struct {
+	name   string
+	period time.Duration
+}{
+	{"second", time.Second}, {"minute", time.Minute}, {"hour", time.Hour}, {"daily", 24 * time.Hour},
+	{"day", 24 * time.Hour}, {"sec", time.Second}, {"min", time.Minute},
+}
+
+// splitWindowWord splits a word that ends with a window's name (Xero's
+// Day, Min, AppMin, appminute) into the scope before it (App) and the
+// window's length, or returns zero.
+func splitWindowWord(w string) (scope string, period time.Duration) {
+	for _, ww := range windowWords {
+		if len(w) >= len(ww.name) && eqFold(w[len(w)-len(ww.name):], ww.name) {
+			return w[:len(w)-len(ww.name)], ww.period
+		}
+	}
+	return "", 0
+}
+
+// windowWord returns the length of the window a word names whole (Second,
+// Day, Minute, Min), or zero.
+func windowWord(w string) time.Duration {
+	if scope, d := splitWindowWord(w); scope == "" {
+		return d
+	}
+	return 0
+}
+
+// readProblem reads the limit a throttled response says it met, Xero's
+// X-Rate-Limit-Problem (OAuth 2.0 API limits: minute, day, appminute): that
+// window is spent, whatever its remaining field said; no reset is named,
+// Retry-After gives the wait. The app's minute limit counts the requests of
+// every tenant: its pause is global.
+func readProblem(v string, s *Signal) {
+	scope, period := splitWindowWord(v)
+	if period == 0 {
+		return
+	}
+	s.AddQuota(Quota{Remaining: 0, Period: period})
+	if eqFold(scope, "app") {
+		s.Scope = ScopeGlobal
+	}
 }
 
 // add records the windows of g in s.
 func (g *xGroup) add(in *input, s *Signal) {
 	unit, period := xKind(g.kind)
+	if g.period > 0 {
+		period = g.period
+	}
 	stated, ok := maxOf(g.lines[xInterval], parsePeriod)
 	for _, f := range [...]struct {
 		field xField
@@ -304,6 +456,9 @@ func (g *xGroup) add(in *input, s *Signal) {
 		}
 	}
 	rem := fieldItems(rb[:0], g.lines[xRemaining])
+	if policyCounts(s, rem, unit) {
+		rem = plainCounts(rem)
+	}
 	used := fieldItems(ub[:0], g.lines[xUsed])
 	resets, parse := fieldItems(tb[:0], g.lines[xReset]), parseReset
 	switch {
@@ -311,6 +466,10 @@ func (g *xGroup) add(in *input, s *Signal) {
 		resets, parse = fieldItems(tb[:0], g.lines[xResetAfter]), func(v string, _ *input) (time.Duration, bool) { return parseSeconds(v) }
 	case len(g.lines[xResetMs]) > 0:
 		resets, parse = fieldItems(tb[:0], g.lines[xResetMs]), parseResetMillis
+	case stated == 0:
+		if iv, ok := msWindow(g.lines[xDuration], resets); ok {
+			period, parse = iv, parseResetMillis
+		}
 	}
 	derived := false
 	if len(rem) == 0 && len(used) > 0 && len(used) == len(lim) {
@@ -368,8 +527,126 @@ func (g *xGroup) add(in *input, s *Signal) {
 	for _, v := range resets {
 		w.addReset(parse(v, in))
 	}
+	if !w.hasRem && len(rem)+len(used) == 0 && w.hasRst && period > 0 && in.Status == http.StatusTooManyRequests {
+		// A 429 that describes one window by its length and reset, and
+		// says nothing of what is left (ImageKit's Limit, Reset and
+		// Interval): the window it met, spent.
+		w.hasRem = true
+	}
 	w.add(s, period, unit)
 }
+
+// msWindow reads a window's length stated as a bare number, which most
+// fields count in seconds and ImageKit's X-RateLimit-Interval in
+// milliseconds (ImageKit API overview, Rate limits: X-RateLimit-Reset and
+// X-RateLimit-Interval in milliseconds), and returns it in milliseconds
+// only where nothing else fits, so that its resets are read in milliseconds
+// too:
+//
+//   - the interval I, an integer, is a whole number of seconds in
+//     milliseconds, from a second to a day, and not a whole number of hours
+//     in seconds: 60000 is a minute, or 16 h 40 min, which no window is;
+//     18000 is 18 s, or the 5 h a window may well be, and stays unread;
+//   - every reset R is an integer longer in seconds than I in milliseconds,
+//     which no reset within its window is, and no longer than I: 1500 with
+//     60000 is 1.5 s, not 25 minutes.
+//
+// Anything else leaves the interval unread and the resets as they are.
+func msWindow(intervals, resets []string) (time.Duration, bool) {
+	var b [2]string
+	items := fieldItems(b[:0], intervals)
+	if len(items) != 1 || len(resets) == 0 {
+		return 0, false
+	}
+	iv, frac, ok := parseNumber(items[0])
+	if !ok || frac != 0 || iv < 1000 || iv > 86_400_000 || iv%1000 != 0 || iv%3600 == 0 {
+		return 0, false
+	}
+	for _, v := range resets {
+		r, frac, ok := parseNumber(v)
+		if !ok || frac != 0 || r <= iv/1000 || r > iv {
+			return 0, false
+		}
+	}
+	return time.Duration(iv) * time.Millisecond, true
+}
+
+// policyCounts records in s the members of a Remaining field that name
+// their policy, <policy>;<count>, each a window of its own, and reports
+// whether there was any. Azure's resource providers send one per throttling
+// policy the request counted against (Microsoft Learn, Troubleshooting API
+// throttling errors: x-ms-ratelimit-remaining-resource:
+// Microsoft.Compute/HighCostGet3Min;107,Microsoft.Compute/HighCostGet30Min;587,
+// one line or several); a policy's name may end with its window (3Min,
+// 30Min; see policyWindow). No reset is stated: a spent policy names no
+// wait, the Retry-After of the 429 does. A member whose count is not a
+// count ("76;w=21600", an early IETF draft's policy) is not one.
+func policyCounts(s *Signal, items []string, unit string) bool {
+	found := false
+	for _, item := range items {
+		name, count, ok := strings.Cut(item, ";")
+		if !ok {
+			continue
+		}
+		name = trimOWS(name)
+		n, ok := parseCount(count)
+		if !ok || !hasLetter(name) {
+			continue
+		}
+		found = true
+		s.AddQuota(Quota{Remaining: n, Period: policyWindow(name), Unit: unit})
+	}
+	return found
+}
+
+// plainCounts returns the members of items that do not name a policy (see
+// policyCounts), in place.
+func plainCounts(items []string) []string {
+	out := items[:0]
+	for _, item := range items {
+		if name, count, ok := strings.Cut(item, ";"); ok && hasLetter(name) {
+			if _, ok := parseCount(count); ok {
+				continue
+			}
+		}
+		out = append(out, item)
+	}
+	return out
+}
+
+// policyWindow returns the window a policy's name ends with, a count and a
+// unit of at least three letters (Azure's HighCostGet3Min, PutVM30Min:
+// 3 and 30 minutes), or zero: a name without (VmssQueuedVMOperations), or
+// with a bare number or a one-letter unit, which may be anything
+// (HighCostGet2, Gen2d), states no window.
+func policyWindow(name string) time.Duration {
+	name = name[strings.LastIndexByte(name, '/')+1:]
+	j := len(name)
+	for j > 0 && isLetter(name[j-1]) {
+		j--
+	}
+	i := j
+	for i > 0 && isDigit(name[i-1]) {
+		i--
+	}
+	if len(name)-j < 3 || i == j {
+		return 0
+	}
+	d, _ := periodName(name[i:])
+	return d
+}
+
+// hasLetter reports whether v holds an ASCII letter.
+func hasLetter(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if isLetter(v[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+func isLetter(c byte) bool { c |= 0x20; return 'a' <= c && c <= 'z' }
 
 // parseResetMillis parses a reset stated in milliseconds: a delta below
 // 1e11 (three years), else an epoch in milliseconds.
@@ -434,7 +711,8 @@ const maxPeriod = 366 * 24 * time.Hour
 // periodName parses a window's name: Second, Minute, Hour, Day, Week, Month,
 // Year (Kong) or their adjectives (Secondly, Daily, ...), a count and a unit
 // such as 24hour or 15min, or a bare number of seconds (Kong's windows
-// without a name, X-RateLimit-Limit-30).
+// without a name, X-RateLimit-Limit-30). A window longer than maxPeriod is
+// none.
 func periodName(v string) (time.Duration, bool) {
 	i := 0
 	for i < len(v) && isDigit(v[i]) {
@@ -458,25 +736,33 @@ func periodName(v string) (time.Duration, bool) {
 		n = c
 	}
 	var unit time.Duration
-	switch strings.ToLower(v[i:]) {
-	case "second", "secondly", "sec", "s":
-		unit = time.Second
-	case "minute", "minutely", "min", "m":
-		unit = time.Minute
-	case "hour", "hourly", "h":
-		unit = time.Hour
-	case "day", "daily", "d":
-		unit = 24 * time.Hour
-	case "week", "weekly":
-		unit = 7 * 24 * time.Hour
-	case "month", "monthly":
-		unit = 30 * 24 * time.Hour
-	case "year", "yearly":
-		unit = 365 * 24 * time.Hour
-	default:
+	for _, u := range periodUnits {
+		if eqFold(v[i:], u.name) {
+			unit = u.unit
+			break
+		}
+	}
+	if unit == 0 {
 		return 0, false
 	}
+	if n > int64(maxPeriod/unit) {
+		return 0, false // a thousand years overflows a Duration
+	}
 	return time.Duration(n) * unit, true
+}
+
+// periodUnits are the units periodName knows, lower case.
+var periodUnits = [...]struct {
+	name string
+	unit time.Duration
+}{
+	{"second", time.Second}, {"secondly", time.Second}, {"sec", time.Second}, {"s", time.Second},
+	{"minute", time.Minute}, {"minutely", time.Minute}, {"min", time.Minute}, {"m", time.Minute},
+	{"hour", time.Hour}, {"hourly", time.Hour}, {"h", time.Hour},
+	{"day", 24 * time.Hour}, {"daily", 24 * time.Hour}, {"d", 24 * time.Hour},
+	{"week", 7 * 24 * time.Hour}, {"weekly", 7 * 24 * time.Hour},
+	{"month", 30 * 24 * time.Hour}, {"monthly", 30 * 24 * time.Hour},
+	{"year", 365 * 24 * time.Hour}, {"yearly", 365 * 24 * time.Hour},
 }
 
 // parsePeriod parses the length of a window: a number of seconds, or a
@@ -755,9 +1041,9 @@ func (hubSpotDialect) parse(in *input, s *Signal) {
 }
 
 // zendeskDialect reads Zendesk's per-endpoint fields such as
-// Zendesk-RateLimit-Tickets-Index: total=100; remaining=99; resets=41. Its
-// account-wide limit comes as X-Rate-Limit and the IETF -06 fields, read by
-// the other dialects.
+// Zendesk-RateLimit-Tickets-Index: total=100; remaining=99; resets=41, each
+// a window of its own (see keyedWindow). Its account-wide limit comes as
+// X-Rate-Limit and the IETF -06 fields, read by the other dialects.
 type zendeskDialect struct{}
 
 func (zendeskDialect) String() string { return "zendesk" }
@@ -774,24 +1060,51 @@ func (zendeskDialect) parse(in *input, s *Signal) {
 			continue
 		}
 		for _, v := range vs {
-			var w window
-			for part := range strings.FieldsFuncSeq(v, func(r rune) bool { return r == ';' || r == ',' }) {
-				key, val, ok := strings.Cut(part, "=")
-				if !ok {
-					continue
-				}
-				switch trimOWS(key) {
-				case "total":
-					w.addLimit([]string{val})
-				case "remaining":
-					w.addRemaining([]string{val})
-				case "resets":
-					w.addReset(parseSeconds(val))
-				}
-			}
+			w := keyedWindow(v)
 			w.add(s, 0, "")
 		}
 	}
+}
+
+// keyedWindow reads one window stated as a list of key=value members,
+// separated by semicolons or commas, as Zendesk's per-endpoint fields are
+// (Zendesk API reference, Rate limits: Zendesk-RateLimit-Tickets-Index:
+// total=100; remaining=99; resets=10): total or limit, remaining, and
+// resets or reset in seconds, keys in any case. Other keys are skipped,
+// malformed values ignored, and so is a reset beyond maxPeriod, which is
+// no window's; of a key given twice (two lines folded into one
+// by a proxy) the most conservative value is kept.
+func keyedWindow(v string) window {
+	var w window
+	for len(v) > 0 {
+		i := strings.IndexAny(v, ";,")
+		part := v
+		if i >= 0 {
+			part, v = v[:i], v[i+1:]
+		} else {
+			v = ""
+		}
+		key, val, ok := strings.Cut(part, "=")
+		if !ok {
+			continue
+		}
+		key, val = trimOWS(key), trimOWS(val)
+		switch {
+		case eqFold(key, "total") || eqFold(key, "limit"):
+			if n, ok := parseCount(val); ok && (!w.hasLimit || n < w.limit) {
+				w.limit, w.hasLimit = n, true
+			}
+		case eqFold(key, "remaining"):
+			if n, ok := parseCount(val); ok && (!w.hasRem || n < w.remaining) {
+				w.remaining, w.hasRem = n, true
+			}
+		case eqFold(key, "resets") || eqFold(key, "reset"):
+			if d, ok := parseSeconds(val); ok && d <= maxPeriod {
+				w.addReset(d, true)
+			}
+		}
+	}
+	return w
 }
 
 // stripeDialect reads Stripe-Should-Retry: false, Stripe's word that a

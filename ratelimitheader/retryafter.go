@@ -33,9 +33,11 @@ func readRetryAfter(in *input, s *Signal) {
 
 // parseRetryAfter parses one Retry-After value: delay-seconds (1*DIGIT, and
 // leniently a decimal such as Shopify's "2.0") or an HTTP-date, measured
-// against the server's clock. A date in the past gives zero. Signs,
-// exponents, NaN, underscores, other time zones and empty values are
-// invalid; huge values saturate.
+// against the server's clock; or, outside RFC 9110, an RFC 3339 timestamp
+// with its zone, as Zoom sends on a spent daily limit
+// ("2026-03-11T00:00:00Z"), measured the same way. A date in the past gives
+// zero. Signs, exponents, NaN, underscores, other time zones, timestamps
+// without a zone and empty values are invalid; huge values saturate.
 func parseRetryAfter(v string, in *input) (time.Duration, bool) {
 	v = trimOWS(v)
 	if v == "" {
@@ -44,7 +46,11 @@ func parseRetryAfter(v string, in *input) (time.Duration, bool) {
 	if isDigit(v[0]) {
 		n, frac, ok := parseNumber(v)
 		if !ok {
-			return 0, false
+			t, ok := parseRFC3339(v)
+			if !ok {
+				return 0, false
+			}
+			return untilTime(t, in.ServerTime()), true
 		}
 		return toDuration(n, frac, time.Second), true
 	}
@@ -80,6 +86,21 @@ func parseHTTPDate(v string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return t.UTC(), true
+}
+
+// parseRFC3339 parses an RFC 3339 timestamp with its zone, "Z" or a
+// numeric offset, and a fraction or none ("2026-03-11T00:00:00Z",
+// "2026-03-10T19:00:00.5-05:00"). Anything else, a date alone or a time
+// without its zone among them, is invalid.
+func parseRFC3339(v string) (time.Time, bool) {
+	if len(v) < len("2006-01-02T15:04:05Z") || v[4] != '-' || v[10] != 'T' {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return t, true
 }
 
 // untilTime returns how long after now t is: zero for a time in the past,

@@ -40,6 +40,16 @@ func TestRetryAfterShapes(t *testing.T) {
 		{name: "403 with Retry-After is a limit", status: 403, headers: [][2]string{{"Retry-After", "10"}}, want: thr(10 * time.Second)},
 		{name: "bare 503 is an overload", status: 503, want: noWait},
 		{name: "cached 429 says nothing more", status: 429, headers: [][2]string{{"Age", "5"}, {"Retry-After", "10"}}, want: noWait},
+		{name: "RFC 3339 measured against Date (Zoom)", status: 429, headers: [][2]string{dateNow, {"Retry-After", "2026-03-10T12:05:00Z"}}, want: thr(5 * time.Minute)},
+		{name: "RFC 3339 with an offset and a fraction", status: 429, headers: [][2]string{dateNow, {"Retry-After", "2026-03-10T07:00:01.5-05:00"}}, want: thr(1500 * time.Millisecond)},
+		{name: "RFC 3339 in the past: zero", status: 429, headers: [][2]string{dateNow, {"Retry-After", "2026-03-10T11:00:00Z"}}, want: thr(0)},
+		{name: "RFC 3339 over the cap", status: 429, headers: [][2]string{dateNow, {"Retry-After", "2026-03-11T00:00:00Z"}},
+			want: Signal{Throttled: true, Wait: 12 * time.Hour, HasWait: true, RetryAfter: true, OverMaxServerWait: true}},
+		{name: "RFC 3339 far ahead saturates, never overflows", status: 429, headers: [][2]string{dateNow, {"Retry-After", "9999-12-31T23:59:59Z"}},
+			want: Signal{Throttled: true, Wait: maxDuration, HasWait: true, RetryAfter: true, OverMaxServerWait: true}},
+		{name: "RFC 3339 without its zone", status: 429, headers: [][2]string{dateNow, {"Retry-After", "2026-03-10T12:05:00"}}, want: noWait},
+		{name: "a date alone", status: 429, headers: [][2]string{dateNow, {"Retry-After", "2026-03-11"}}, want: noWait},
+		{name: "RFC 3339 out of range", status: 429, headers: [][2]string{dateNow, {"Retry-After", "2026-13-40T25:00:00Z"}}, want: noWait},
 		{name: "Age 0 is fresh", status: 429, headers: [][2]string{{"Age", "0"}, {"Retry-After", "10"}}, want: thr(10 * time.Second)},
 	})
 }

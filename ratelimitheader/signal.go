@@ -368,7 +368,8 @@ var builtinDialects = []Dialect{
 // DefaultDialects returns a new slice of the built-in dialects, in the order
 // Parse runs them: IETF RateLimit (drafts -06 to -11), X-RateLimit-*
 // (GitHub, Discord, Reddit, OpenAI, Kong, Okta, Twitter/X, Atlassian,
-// Linear, RapidAPI, Strava, Trello, Azure, Datadog), GitHub's 403, Discord's body, OpenAI's billing
+// Linear, RapidAPI, Strava, Trello, Azure, Datadog, and the windows Etsy
+// and Xero name), GitHub's 403, Discord's body, OpenAI's billing
 // errors, Anthropic, Shopify, HubSpot, Zendesk, Stripe, Google APIs
 // (Gemini's RetryInfo), Salesforce, Atlassian's RateLimit-Reason and
 // Linear's 400 RATELIMITED. Append your own to add a vendor. Each built-in
@@ -644,6 +645,8 @@ func scanHeader(h http.Header) family {
 				f = famXRateLimit
 			case xWordKind(k) != "":
 				f = famXRateLimit
+			case hasPrefixFold(k, "x-limit-") || hasPrefixFold(k, "x-remaining-") || xLimitWord(k) != "":
+				f = famXRateLimit // Etsy's and Xero's windows in the name
 			case eqFold(k, "x-ms-retry-after-ms"):
 				f = famRetryAfter
 			case eqFold(k, "x-shopify-shop-api-call-limit"):

@@ -20,7 +20,8 @@ func checkFuzzed(t *testing.T, s Signal) {
 func FuzzRetryAfter(f *testing.F) {
 	for _, v := range []string{"120", "2.0", "-5", "", "soon", "1e3", "NaN", "+5", "1_000", "99999999999999999999",
 		"Tue, 10 Mar 2026 12:02:00 GMT", "Tuesday, 10-Mar-26 12:01:00 GMT", "Tue Mar 10 12:00:45 2026",
-		"Tue, 10 Mar 2026 12:01:00 +0000", "0.0000000001", "18446744073709551616.9"} {
+		"Tue, 10 Mar 2026 12:01:00 +0000", "0.0000000001", "18446744073709551616.9", "2026-03-11T00:00:00Z",
+		"2026-03-10T07:00:01.5-05:00", "9999-12-31T23:59:59Z", "2026-03-10T12:05:00"} {
 		f.Add(v, "16500")
 	}
 	f.Fuzz(func(t *testing.T, ra, ms string) {
@@ -105,7 +106,9 @@ var vendorFields = []string{
 	"X-Rate-Limit-Api-Token-Max", "X-Rate-Limit-Api-Token-Remaining", "X-Rate-Limit-Api-Token-Interval-Ms", "X-Rate-Limit-Member-Remaining",
 	"X-Ratelimit-Interval", "X-Ratelimit-Period", "X-Ratelimit-Window-Size", "X-Ratelimit-Remaining-30", "X-Ms-Ratelimit-Remaining-Subscription-Reads",
 	"Fastly-Ratelimit-Remaining", "Fastly-Ratelimit-Reset", "Rate-Limit-Remaining", "Rate-Limit-Reset",
-	"X-Featureratelimit-Remaining", "X-Featureratelimit-Reset",
+	"X-Featureratelimit-Remaining", "X-Featureratelimit-Reset", "X-Ms-Ratelimit-Remaining-Resource",
+	"X-Limit-Per-Second", "X-Remaining-This-Second", "X-Limit-Per-Day", "X-Remaining-Today", "X-Daylimit-Remaining",
+	"X-Minlimit-Remaining", "X-Appminlimit-Remaining", "X-Rate-Limit-Problem",
 }
 
 func FuzzVendor(f *testing.F) {
@@ -122,6 +125,9 @@ func FuzzVendor(f *testing.F) {
 	f.Add(uint16(429), "jira-per-issue-on-write", "6m0s", `{"type":"error","error":{"type":"rate_limit_error","message":"Extra usage is required"}}`)
 	f.Add(uint16(429), "0", "2026-03-10T12:00:30", `{"error":"API_TOKEN_LIMIT_EXCEEDED","message":"Rate limit exceeded"}`)
 	f.Add(uint16(200), "198", "2026-03-10 05:00:30 -0700", "")
+	f.Add(uint16(429), "60000", "1500", "")
+	f.Add(uint16(200), "Total=100, REMAINING=0; reset=7", "remaining=0; resets=99999999999999999999999;;=", "")
+	f.Add(uint16(429), "Microsoft.Compute/HighCostGet3Min;0,Microsoft.Compute/HighCostGet30Min;587", "Microsoft.Compute/PutVM30Min; 99999999999999999999", "")
 	f.Fuzz(func(t *testing.T, status uint16, a, b, body string) {
 		h := http.Header{"Date": {fuzzDate}}
 		for i, k := range vendorFields {
@@ -139,7 +145,7 @@ func FuzzVendor(f *testing.F) {
 func FuzzFieldItems(f *testing.F) {
 	for _, v := range []string{"10, 20", "Tue, 10 Mar 2026 12:00:30 GMT, Tue, 10 Mar 2026 12:00:45 GMT", ",,", "Tue,", " a , b ,",
 		"Monday, 09-Mar-26 12:00:00 GMT", "api-usage=18/5000, per-app-api-usage=17/250(appName=a,b)", "600s", "Api-Token", "Daily", "31622401", "Fastly-RateLimit-Reset", "x-ms-ratelimit-remaining-tenant-reads", "Rate-Limit-",
-		"X-FeatureRateLimit-Reset", "x-ratelimit-"} {
+		"X-FeatureRateLimit-Reset", "x-ratelimit-", "Microsoft.Compute/HighCostGet30Min", "Gen2d", "1000year", "300Year", "X-Appminlimit-Remaining", "X-Remaining-Today", "X-Limit-Per-Second"} {
 		f.Add(v)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
@@ -151,7 +157,7 @@ func FuzzFieldItems(f *testing.F) {
 		if d, ok := parseProtoDuration(v); d < 0 || (!ok && d != 0) {
 			t.Fatalf("parseProtoDuration(%q) = %v, %v", v, d, ok)
 		}
-		if d, ok := periodName(v); d < 0 || (!ok && d != 0) {
+		if d, ok := periodName(v); d < 0 || d > maxPeriod || (!ok && d != 0) {
 			t.Fatalf("periodName(%q) = %v, %v", v, d, ok)
 		}
 		_, _ = splitXName(v)
@@ -162,6 +168,15 @@ func FuzzFieldItems(f *testing.F) {
 			t.Fatalf("parseJSDate(%q) = %v, false", v, tm)
 		}
 		_, _ = xKind(v)
+		if kind, f, d := windowedName(v); d < 0 || d > 24*time.Hour || (f == xNone) != (d == 0) || kind != "Day" && !strings.Contains(v, kind) {
+			t.Fatalf("windowedName(%q) = %q, %v, %v", v, kind, f, d)
+		}
+		if w := xLimitWord(v); w != "" && !strings.HasPrefix(v[2:], w) {
+			t.Fatalf("xLimitWord(%q) = %q", v, w)
+		}
+		if d := policyWindow(v); d < 0 || d > maxPeriod {
+			t.Fatalf("policyWindow(%q) = %v", v, d)
+		}
 		if w := xWordKind(v); w != "" && !strings.HasPrefix(v[2:], w) {
 			t.Fatalf("xWordKind(%q) = %q", v, w)
 		}
