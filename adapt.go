@@ -74,6 +74,10 @@ type serverModel struct {
 	// reset it stated, was admitted: the server refills before its
 	// resets (see trickledPastEmpty).
 	trickles bool
+	// missed: a request the model trickled in was throttled, after
+	// trickles or early proved that the server refills before its resets
+	// (see judgeTrickle); cleared by the next answer that states a quota.
+	missed bool
 	// sinceReset is the departures since the answer that named resetAt
 	// (left before it): the server may count them after it.
 	sinceReset int32
@@ -242,6 +246,9 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 	if !sig.HasRemaining {
 		m.answeredDep(seq)
 		return
+	}
+	if !sig.Throttled && m.punished(now) {
+		m.window, m.early, m.lo, m.hi, m.rate = true, false, 0, 0, 0
 	}
 	if m.secondReset && m.msReset {
 		// Its other answers stated their resets to the millisecond: one
@@ -441,15 +448,40 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 // admitted before: then the server refills before its resets (a bucket
 // whose resets state its time to full, rounded up to the second), and
 // the throttle is the model's error, which its margin learns from.
+//
+// A server that refills before its resets may still punish a request its
+// model trickled in too soon: a sliding window, whose quota comes back
+// request by request, over which a bucket's rate is an average, blocked a
+// key for 30 s on each such throttle (4 blocks for 40 requests). Such a
+// throttle is remembered (missed); if the key's next admitted answer
+// comes only after a block (see punished), the resets are taken for
+// windows all the same: spending the quota at each reset costs a little
+// of the rate, a block costs many windows.
 func (m *serverModel) judgeTrickle(seq uint64, throttled bool) {
-	if m.trickles || !m.trickledPastEmpty(seq) {
+	if !m.trickledPastEmpty(seq) {
 		return
 	}
-	if !throttled {
+	switch {
+	case !throttled:
 		m.trickles = true
-		return
+	case m.trickles || m.early:
+		m.missed = true
+	default:
+		m.window, m.lo, m.hi, m.rate = true, 0, 0, 0
 	}
-	m.window, m.lo, m.hi, m.rate = true, 0, 0, 0
+}
+
+// punished reports, at now, the first answer that states a quota after a
+// throttle the model missed (see judgeTrickle), whether that throttle
+// began a block: nothing was admitted for much longer than the reset the
+// last answer before it stated (four times it, and five seconds more).
+func (m *serverModel) punished(now int64) bool {
+	if !m.missed {
+		return false
+	}
+	m.missed = false
+	stated := max(m.resetSeen-m.seenAt, 0)
+	return now-m.seenAt > 4*stated+int64(5*time.Second)
 }
 
 // trickledPastEmpty reports whether departure seq left with
@@ -460,7 +492,7 @@ func (m *serverModel) judgeTrickle(seq uint64, throttled bool) {
 // window whose reset was rounded up had not turned, and one rounded down
 // would have been full.
 func (m *serverModel) trickledPastEmpty(seq uint64) bool {
-	if m.window || m.early || m.rate <= 0 || m.deps == nil || m.resetSeen <= 0 || m.leastLeft >= 1 {
+	if m.window || m.rate <= 0 || m.deps == nil || m.resetSeen <= 0 || m.leastLeft >= 1 {
 		return false
 	}
 	rec := &m.deps[seq%depRing]

@@ -155,7 +155,13 @@ func TestAResetRoundedUpToTheMinuteIsNotTakenForAWindow(t *testing.T) {
 // stated resets.
 //
 // GitHub's resets are epochs in whole seconds, and its answers name a
-// resource (a bucket of its own model): the same held there.
+// resource (a bucket of its own model): the same held there. Over its
+// sliding window, whose quota comes back before the stated resets, one
+// run in two or three took 3m38s (4 blocks): after quota came back early,
+// a throttle of a request trickled in was the model's error, and the
+// next cycle met it again. A block after such a throttle now makes the
+// resets windows too (see serverModel.judgeTrickle). The runs differ by
+// the order in which goroutines run: each case runs a few times.
 func TestAThrottleBeforeAStatedResetEndsTheTrickle(t *testing.T) {
 	for _, c := range []struct {
 		alg fakeserver.Algorithm
@@ -164,24 +170,27 @@ func TestAThrottleBeforeAStatedResetEndsTheTrickle(t *testing.T) {
 		{fakeserver.FixedWindow, fakeserver.IETF{}},
 		{fakeserver.SlidingWindow, fakeserver.IETF{}},
 		{fakeserver.FixedWindow, fakeserver.GitHub{}},
+		{fakeserver.SlidingWindow, fakeserver.GitHub{}},
 	} {
 		alg := c.alg
-		synctest.Test(t, func(t *testing.T) {
-			cfg := fakeserver.Config{Algorithm: alg, Limit: 5, Window: 2 * time.Second, Dialect: c.d,
-				Penalty: fakeserver.Penalty{Block: 30 * time.Second, BlockStates: fakeserver.StateNothing},
-				Faults:  fakeserver.Faults{Latency: 20 * time.Millisecond}}
-			srv := fakeserver.New(cfg)
-			tr := New(srv.Transport())
-			defer tr.CloseIdleConnections()
-			done, errs, took := modelRunTr(t, tr, 40, 8, 30*time.Minute)
-			st := srv.Stats()
-			t.Logf("%v %T: %d of 40 in %v, %d errors, %d rejected, %d blocked", alg, c.d, done, took, len(errs), st.Rejected, st.Blocked)
-			assert.EqualValues(t, 40, done)
-			assert.Empty(t, errs)
-			// Least: 14 s without a violation; one block costs 30 s and
-			// the probes that find its end.
-			assert.LessOrEqual(t, st.Rejected, int64(1), "%v: one violation at most", alg)
-			assert.Less(t, took, 90*time.Second, "%v", alg)
-		})
+		for range 4 {
+			synctest.Test(t, func(t *testing.T) {
+				cfg := fakeserver.Config{Algorithm: alg, Limit: 5, Window: 2 * time.Second, Dialect: c.d,
+					Penalty: fakeserver.Penalty{Block: 30 * time.Second, BlockStates: fakeserver.StateNothing},
+					Faults:  fakeserver.Faults{Latency: 20 * time.Millisecond}}
+				srv := fakeserver.New(cfg)
+				tr := New(srv.Transport())
+				defer tr.CloseIdleConnections()
+				done, errs, took := modelRunTr(t, tr, 40, 8, 30*time.Minute)
+				st := srv.Stats()
+				t.Logf("%v %T: %d of 40 in %v, %d errors, %d rejected, %d blocked", alg, c.d, done, took, len(errs), st.Rejected, st.Blocked)
+				assert.EqualValues(t, 40, done)
+				assert.Empty(t, errs)
+				// Least: 14 s without a violation; one block costs 30 s and
+				// the probes that find its end.
+				assert.LessOrEqual(t, st.Rejected, int64(1), "%v: one violation at most", alg)
+				assert.Less(t, took, 90*time.Second, "%v", alg)
+			})
+		}
 	}
 }
