@@ -776,8 +776,17 @@ func (m *serverModel) clamp(r float64) float64 {
 // bucket of one a second, measured over 0.8 s), that error is the whole
 // rate: a throttle of a model a third too fast cut 1.3/s to 0.03/s, and a
 // bucket of one, whose answers say 0 whatever its rate, never corrected it
-// back up (15 requests took 7 minutes). The span is long enough for the
-// rate measured so far to refill rateQuanta requests.
+// back up (15 requests took 7 minutes). A span that cuts the rate is long
+// enough for the rate measured so far to refill rateQuanta requests.
+//
+// One that raises it need not be, where answers state resets: more left
+// than predicted is no rounding (the counts err low), and a bucket of 50/s
+// burst 5, whose first bounds said 2/s, climbed to its rate in 2 s spans
+// (0.68 of the least time, from 0.81-0.91). Where no answer states a
+// reset, it must: a fixed window's quota comes back all at once, which
+// over a short span looks like a fast refill, and a model that took it
+// for one trickled into a window that blocks for 30 s on a violation,
+// again and again (40 requests in 5m16s, not 1m13s).
 //
 // One span cuts the rate by half at most: a request short over a span of
 // a few seconds is what a fixed window with no trickle (or a refill by
@@ -786,7 +795,7 @@ func (m *serverModel) clamp(r float64) float64 {
 // 0.0009/s, and a key waited 37 minutes for a window of 3 per 10 s.
 func (m *serverModel) remeasure(now int64) {
 	span := now - m.spanAt
-	if span < rateSpan || (m.rate > 0 && float64(span)*m.rate < rateQuanta) {
+	if span < rateSpan || ((m.spanInnov < 0 || m.resetSeen == 0) && m.rate > 0 && float64(span)*m.rate < rateQuanta) {
 		return
 	}
 	if m.spanInnov != 0 {

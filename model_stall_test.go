@@ -194,3 +194,22 @@ func TestAThrottleBeforeAStatedResetEndsTheTrickle(t *testing.T) {
 		}
 	}
 }
+
+// A bucket of 50/s burst 5 whose answers state resets in whole seconds
+// (X-RateLimit-Reset: 1 at every answer): the first bounds the resets put
+// on the rate say 2/s, and the model climbs to the rate by what more is
+// left than it predicted. Measured only over spans that refill 4 requests
+// at the rate so far (rateQuanta, which keeps a throttle's rounding from
+// cutting the rate of a bucket of one), that climb took 2 s spans at
+// first, and 400 requests took 11.6 s (least 7.9 s).
+func TestAClimbToTheRateIsNotHeldToLongSpans(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := fakeserver.Config{Limit: 50, Burst: 5, Window: time.Second, Dialect: fakeserver.XRateLimit{},
+			Faults: fakeserver.Faults{Latency: 20 * time.Millisecond}}
+		done, errs, took := modelRun(t, cfg, 400, 16, 10*time.Minute)
+		t.Logf("%d of 400 in %v, %d errors", done, took, len(errs))
+		assert.EqualValues(t, 400, done)
+		assert.Empty(t, errs)
+		assert.Less(t, took, 10500*time.Millisecond, "least 7.9 s")
+	})
+}
