@@ -24,9 +24,10 @@ type hangRT struct {
 	base    http.RoundTripper
 	start   time.Time
 	windows [][2]time.Duration
-	// every: within a window, every every-th request is answered all the
-	// same (a host that hangs most requests); 0: none.
-	every int
+	// answers: within a window, answers[0] of every answers[1] requests
+	// are answered all the same (a host that hangs some requests, or
+	// most); {0, 0}: none.
+	answers [2]int
 
 	mu   sync.Mutex
 	n    int             // requests sent into a window, answered or not
@@ -44,7 +45,7 @@ func (h *hangRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	for _, w := range h.windows {
 		if at >= w[0] && at < w[1] {
 			h.n++
-			if h.every == 0 || h.n%h.every != 0 {
+			if h.answers[1] == 0 || h.n%h.answers[1] >= h.answers[0] {
 				end, hangs = w[1], true
 				h.hung++
 			}
@@ -159,15 +160,17 @@ func TestHangScenarios(t *testing.T) {
 			t.Logf("hung %d, ok %d, per second %v", h.hungN(), ok, h.perWindow(time.Second, 12*time.Second))
 		})
 	})
-	t.Run("a hang that answers one in 10, 2s deadlines", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			srv := fakeserver.New(fakeserver.Config{Limit: 10000, Burst: 10000,
-				Faults: fakeserver.Faults{Latency: 5 * time.Millisecond}})
-			h := &hangRT{base: srv.Transport(), start: time.Now(), windows: [][2]time.Duration{{2 * time.Second, 12 * time.Second}}, every: 10}
-			ok := hangRun(New(h), 64, 2*time.Second, 16*time.Second)
-			t.Logf("hung %d, ok %d, per 2 s %v", h.hungN(), ok, h.perWindow(2*time.Second, 16*time.Second))
+	for _, c := range []struct{ answers, of, workers int }{{1, 10, 64}, {1, 2, 64}, {9, 10, 64}, {1, 10, 4}} {
+		t.Run(fmt.Sprintf("a hang that answers %d in %d, %d workers, 2s deadlines", c.answers, c.of, c.workers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := fakeserver.New(fakeserver.Config{Limit: 10000, Burst: 10000,
+					Faults: fakeserver.Faults{Latency: 5 * time.Millisecond}})
+				h := &hangRT{base: srv.Transport(), start: time.Now(), windows: [][2]time.Duration{{2 * time.Second, 12 * time.Second}}, answers: [2]int{c.answers, c.of}}
+				ok := hangRun(New(h), c.workers, 2*time.Second, 16*time.Second)
+				t.Logf("hung %d, ok %d, per 2 s %v", h.hungN(), ok, h.perWindow(2*time.Second, 16*time.Second))
+			})
 		})
-	})
+	}
 	t.Run("one hang, no deadline", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			h, ok := hangScenario(t, [][2]time.Duration{{2 * time.Second, 8 * time.Second}}, 64, 0, 12*time.Second)
