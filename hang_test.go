@@ -362,3 +362,173 @@ func TestCallersThatGiveUpOnAHostThatAnswersDoNotTakeItDown(t *testing.T) {
 		})
 	})
 }
+
+// TestAHostThatHangsMostRequestsIsProbed: 64 workers, each request with a
+// deadline of 2 s, meet a host that answers one request in 10 (or one in
+// 2) and hangs the others for 10 s. Its answers end every silence, but the
+// callers that give up on it, half of what the key sent or more, show it
+// failing: the key goes into its outage state, its breaker counts them,
+// and only probes go until three in a row are answered. Before, a flight
+// of 64 went into the hang every 2 s (320 in all).
+func TestAHostThatHangsMostRequestsIsProbed(t *testing.T) {
+	for _, c := range []struct {
+		answers, of int
+		breaker     bool
+		most        int // hung at most
+	}{
+		// The flight out when the hang began, the requests sent as the
+		// first half of it gave up, then probes.
+		{1, 10, false, 64 + 40 + 10},
+		{1, 10, true, 64 + 40 + 10},
+		// One in two is the least that is failing: the whole flight had
+		// given up before it was, and sent again.
+		{1, 2, false, 64 + 64 + 10},
+	} {
+		t.Run(fmt.Sprintf("%d in %d, breaker %v", c.answers, c.of, c.breaker), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				log, downs := outageLog()
+				var opened atomic.Int32
+				opts := []Option{log}
+				if c.breaker {
+					opts = append(opts, WithBreaker(BreakerSettings{Timeout: time.Second, OnStateChange: func(_ string, _, to BreakerState) {
+						if to == BreakerOpen {
+							opened.Add(1)
+						}
+					}}))
+				}
+				srv := fakeserver.New(fakeserver.Config{Limit: 10000, Burst: 10000,
+					Faults: fakeserver.Faults{Latency: 5 * time.Millisecond}})
+				h := &hangRT{base: srv.Transport(), start: time.Now(), windows: [][2]time.Duration{{2 * time.Second, 12 * time.Second}}, answers: [2]int{c.answers, c.of}}
+				ok := hangRun(New(h, opts...), 64, 2*time.Second, 16*time.Second)
+				t.Logf("hung %d, ok %d, per 2 s %v, outages %d, opened %d", h.hungN(), ok, h.perWindow(2*time.Second, 16*time.Second), downs(), opened.Load())
+				assert.LessOrEqual(t, h.hungN(), c.most)
+				assert.Equal(t, 1, downs(), "one outage: an answered probe did not end it")
+				if c.breaker {
+					assert.Positive(t, opened.Load(), "the breaker opened")
+				}
+				// The host, back at 12 s, is found within a second, or
+				// after the breaker's Timeout: the hang's end broke the
+				// probe out.
+				least := 2*12800 + 3*12800
+				if c.breaker {
+					least = 2*12800 + 2.5*12800
+				}
+				assert.Greater(t, ok, int64(least))
+			})
+		})
+	}
+}
+
+// TestCallersThatGiveUpOnAHostThatAnswersMostDoNotTakeItDown: a host whose
+// callers give up on fewer than half of a key's requests is not failing,
+// however long they waited.
+func TestCallersThatGiveUpOnAHostThatAnswersMostDoNotTakeItDown(t *testing.T) {
+	t.Run("hangs one in 10", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			log, downs := outageLog()
+			srv := fakeserver.New(fakeserver.Config{Limit: 10000, Burst: 10000,
+				Faults: fakeserver.Faults{Latency: 5 * time.Millisecond}})
+			// No end to the hang in the run: its end breaks the requests
+			// out, a failure of the host.
+			h := &hangRT{base: srv.Transport(), start: time.Now(), windows: [][2]time.Duration{{2 * time.Second, time.Minute}}, answers: [2]int{9, 10}}
+			ok := hangRun(New(h, log), 64, 2*time.Second, 16*time.Second)
+			t.Logf("hung %d, ok %d", h.hungN(), ok)
+			assert.Zero(t, downs(), "no outage")
+		})
+	})
+	// slowRT answers after 5 ms until 2 s, then after 1.5 to 2.5 s: a host
+	// that turns slow, to callers that wait 2 s, whose usual latency takes
+	// a while to learn it.
+	slowRT := func(start time.Time, n *atomic.Int64) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			d := 5 * time.Millisecond
+			if time.Since(start) >= 2*time.Second {
+				d = 1500*time.Millisecond + time.Duration(n.Add(1)*7919%1000)*time.Millisecond
+			}
+			tm := time.NewTimer(d)
+			defer tm.Stop()
+			select {
+			case <-tm.C:
+				return (&stubRT{status: 200}).RoundTrip(req)
+			case <-req.Context().Done():
+				return nil, req.Context().Err()
+			}
+		})
+	}
+	t.Run("turns slow", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			log, downs := outageLog()
+			var n atomic.Int64
+			ok := hangRun(New(slowRT(time.Now(), &n), log), 64, 2*time.Second, 20*time.Second)
+			t.Logf("ok %d of %d", ok, n.Load())
+			assert.Zero(t, downs(), "no outage")
+		})
+	})
+	// mixRT answers / after 5 ms, and /slow (a long poll, or a slow route)
+	// when its caller gives up.
+	mixRT := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		d := 5 * time.Millisecond
+		if req.URL.Path == "/slow" {
+			d = time.Hour
+		}
+		tm := time.NewTimer(d)
+		defer tm.Stop()
+		select {
+		case <-tm.C:
+			return (&stubRT{status: 200}).RoundTrip(req)
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	})
+	loop := func(tr http.RoundTripper, path string, timeout time.Duration, stop time.Time) {
+		for time.Now().Before(stop) {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test"+path, nil)
+			resp, err := tr.RoundTrip(req)
+			if err == nil {
+				drain(resp)
+			} else if ctx.Err() == nil {
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+		}
+	}
+	t.Run("short deadlines on a slow route", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// 6 callers of a route that does not answer within their 100
+			// ms, beside 8 of one that answers in 5 ms.
+			log, downs := outageLog()
+			tr := New(mixRT, log)
+			stop := time.Now().Add(5 * time.Second)
+			var wg sync.WaitGroup
+			for i := range 14 {
+				path := "/"
+				if i < 6 {
+					path = "/slow"
+				}
+				wg.Go(func() { loop(tr, path, 100*time.Millisecond, stop) })
+			}
+			wg.Wait()
+			assert.Zero(t, downs(), "no outage")
+		})
+	})
+	t.Run("long polls beside calls", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// 32 long polls that their callers end after 30 s, beside 2
+			// callers of calls that take 5 ms.
+			log, downs := outageLog()
+			tr := New(mixRT, log)
+			stop := time.Now().Add(2 * time.Minute)
+			var wg sync.WaitGroup
+			for i := range 34 {
+				path, timeout := "/", time.Second
+				if i < 32 {
+					path, timeout = "/slow", 30*time.Second
+				}
+				wg.Go(func() { loop(tr, path, timeout, stop) })
+			}
+			wg.Wait()
+			assert.Zero(t, downs(), "no outage")
+		})
+	})
+}
