@@ -17,8 +17,9 @@ import (
 // connection or a timeout. From that failure on, the key sends one request
 // at a time, a probe, each after a backoff that grows from the failure
 // (cenkalti/backoff), and its other requests wait in its queue, in order.
-// The first probe that gets any other answer ends the outage, and the queue
-// drains at once at the key's pace.
+// The first probe that gets any other answer ends the outage (an outage
+// that callers giving up on a host that hangs began needs hangProbes in a
+// row), and the queue drains at once at the key's pace.
 //
 // The backoff is not jittered. Jitter spreads the retries of many clients
 // that failed together; a key sends one probe at a time, and a fleet that
