@@ -98,7 +98,8 @@ func (o *outage) rareState() *outageRare {
 	return o.rare
 }
 
-// setDown sets o.down, and its copy read without the lock.
+// setDown sets o.down, and its copy read without the lock. Called under
+// the key's mutex.
 func (o *outage) setDown(down bool) {
 	if o.down != down {
 		o.changes.Add(1)
@@ -107,6 +108,9 @@ func (o *outage) setDown(down bool) {
 	o.isDown.Store(down)
 	if !down {
 		o.fleet = false
+		if o.rare != nil {
+			o.rare.hang.owed = 0 // however it ended
+		}
 	}
 }
 
