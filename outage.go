@@ -360,7 +360,8 @@ func (k *keyState) hung(dep *departure, probe bool, now int64) bool {
 
 // hangMin is the least number of a key's departures whose callers gave up
 // long after they left (see hung) that shows a host that hangs some
-// requests, with at least as many others sent beside them.
+// requests (see hungOften): fewer are a few long calls, whatever their
+// share.
 const hangMin = 8
 
 // hangSpan is the span of a key's departures over which the callers that
