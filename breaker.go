@@ -49,9 +49,10 @@ func (s BreakerState) String() string {
 // of the request shows a server at work, not an outage. A request whose
 // context ended (the caller gave up), or that was cancelled, counts as
 // neither, unless its host hangs: a caller that gave up on a request its
-// host left unanswered, and answered no other request of the key since it
-// left, for much longer than its answers usually take, counts as a
-// failure (see "Outages" in the package documentation).
+// host left unanswered for much longer than its answers usually take
+// counts as a failure when the host answered no other request of the key
+// since it left, or left half of the key's recent requests or more
+// unanswered so (see "Outages" in the package documentation).
 //
 // The breaker opens when, within Interval, ConsecutiveFailures failures
 // came in a row, or at least MinRequests outcomes were counted and the

@@ -146,7 +146,10 @@
 // given up (a deadline, a cancel) on requests the host left unanswered
 // for that long, with no answer from the host since they left, the host
 // is failing: the key probes it as in any outage, and its breaker counts
-// a failure for each. A [SharedQuota] that is also a
+// a failure for each. So is a host that answers some requests and hangs
+// the others, once callers gave up that long after their requests left
+// on half of the key's recent requests, 8 at least. Such an outage ends
+// when 3 probes in a row are answered. A [SharedQuota] that is also a
 // [SharedProber] (sharedquota's is) shares the outage among processes: the
 // fleet holds its queues and sends one probe at a time, not one per process.
 //

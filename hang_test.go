@@ -24,9 +24,10 @@ type hangRT struct {
 	base    http.RoundTripper
 	start   time.Time
 	windows [][2]time.Duration
-	// every: within a window, every every-th request is answered all the
-	// same (a host that hangs most requests); 0: none.
-	every int
+	// answers: within a window, answers[0] of every answers[1] requests
+	// are answered all the same (a host that hangs some requests, or
+	// most); {0, 0}: none.
+	answers [2]int
 
 	mu   sync.Mutex
 	n    int             // requests sent into a window, answered or not
@@ -44,7 +45,7 @@ func (h *hangRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	for _, w := range h.windows {
 		if at >= w[0] && at < w[1] {
 			h.n++
-			if h.every == 0 || h.n%h.every != 0 {
+			if h.answers[1] == 0 || h.n%h.answers[1] >= h.answers[0] {
 				end, hangs = w[1], true
 				h.hung++
 			}
@@ -140,12 +141,23 @@ func hangScenario(t *testing.T, windows [][2]time.Duration, workers int, timeout
 //
 //	one hang of 6 s, 2 s deadlines:   hung 192, ok 71065; hung 67, ok 70274
 //	hang 3 s, back 1 s, hang 3 s:     hung 256, ok 71491; hung 132, ok 66371
-//	a hang that answers one in 10:    hung 320, ok 71079; the same
 //	one hang of 6 s, no deadline:     hung 64, ok 71039; the same
 //
-// A host that answers one request in 10 (or 50) is not seen as failing:
-// each answer ends the silence that its callers' deadlines are counted in.
-// Without a deadline, the workers wait out the hang in flight.
+// Then before and after the rule for a host that hangs some requests and
+// answers the others (see keyState.hungOften), with its 3 probes in a row:
+//
+//	one hang of 6 s, 2 s deadlines:   hung 67, ok 70274; hung 67, ok 70148
+//	hang 3 s, back 1 s, hang 3 s:     hung 132, ok 66371; hung 132, ok 66119
+//	answers 1 in 10, for 10 s:        hung 320, ok 71118; hung 99, ok 70158
+//	answers 1 in 2:                   hung 320, ok 71367; hung 128, ok 70212
+//	answers 9 in 10:                  hung 320, ok 73946; the same
+//	answers 1 in 10, 4 workers:       hung 9, ok 4394; hung 9, ok 4388
+//	one hang of 6 s, no deadline:     hung 64, ok 71049; the same
+//
+// A host that answers 9 in 10 is not failing: its callers wait for the
+// tenth, and its probes would be answered. The probes in a row cost a
+// host that is back two round trips (ok: 126 fewer of 70000). Without a
+// deadline, the workers wait out the hang in flight.
 func TestHangScenarios(t *testing.T) {
 	t.Run("one hang, 2s deadlines", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
@@ -159,15 +171,17 @@ func TestHangScenarios(t *testing.T) {
 			t.Logf("hung %d, ok %d, per second %v", h.hungN(), ok, h.perWindow(time.Second, 12*time.Second))
 		})
 	})
-	t.Run("a hang that answers one in 10, 2s deadlines", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			srv := fakeserver.New(fakeserver.Config{Limit: 10000, Burst: 10000,
-				Faults: fakeserver.Faults{Latency: 5 * time.Millisecond}})
-			h := &hangRT{base: srv.Transport(), start: time.Now(), windows: [][2]time.Duration{{2 * time.Second, 12 * time.Second}}, every: 10}
-			ok := hangRun(New(h), 64, 2*time.Second, 16*time.Second)
-			t.Logf("hung %d, ok %d, per 2 s %v", h.hungN(), ok, h.perWindow(2*time.Second, 16*time.Second))
+	for _, c := range []struct{ answers, of, workers int }{{1, 10, 64}, {1, 2, 64}, {9, 10, 64}, {1, 10, 4}} {
+		t.Run(fmt.Sprintf("a hang that answers %d in %d, %d workers, 2s deadlines", c.answers, c.of, c.workers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := fakeserver.New(fakeserver.Config{Limit: 10000, Burst: 10000,
+					Faults: fakeserver.Faults{Latency: 5 * time.Millisecond}})
+				h := &hangRT{base: srv.Transport(), start: time.Now(), windows: [][2]time.Duration{{2 * time.Second, 12 * time.Second}}, answers: [2]int{c.answers, c.of}}
+				ok := hangRun(New(h), c.workers, 2*time.Second, 16*time.Second)
+				t.Logf("hung %d, ok %d, per 2 s %v", h.hungN(), ok, h.perWindow(2*time.Second, 16*time.Second))
+			})
 		})
-	})
+	}
 	t.Run("one hang, no deadline", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			h, ok := hangScenario(t, [][2]time.Duration{{2 * time.Second, 8 * time.Second}}, 64, 0, 12*time.Second)
@@ -356,6 +370,176 @@ func TestCallersThatGiveUpOnAHostThatAnswersDoNotTakeItDown(t *testing.T) {
 			wg.Wait()
 			assert.Zero(t, downs())
 			assert.InDelta(t, 2*30, slow.Load(), 2, "every short call was sent")
+		})
+	})
+}
+
+// TestAHostThatHangsMostRequestsIsProbed: 64 workers, each request with a
+// deadline of 2 s, meet a host that answers one request in 10 (or one in
+// 2) and hangs the others for 10 s. Its answers end every silence, but the
+// callers that give up on it, half of what the key sent or more, show it
+// failing: the key goes into its outage state, its breaker counts them,
+// and only probes go until three in a row are answered. Before, a flight
+// of 64 went into the hang every 2 s (320 in all).
+func TestAHostThatHangsMostRequestsIsProbed(t *testing.T) {
+	for _, c := range []struct {
+		answers, of int
+		breaker     bool
+		most        int // hung at most
+	}{
+		// The flight out when the hang began, the requests sent as the
+		// first half of it gave up, then probes.
+		{1, 10, false, 64 + 40 + 10},
+		{1, 10, true, 64 + 40 + 10},
+		// One in two is the least that is failing: the whole flight had
+		// given up before it was, and sent again.
+		{1, 2, false, 64 + 64 + 10},
+	} {
+		t.Run(fmt.Sprintf("%d in %d, breaker %v", c.answers, c.of, c.breaker), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				log, downs := outageLog()
+				var opened atomic.Int32
+				opts := []Option{log}
+				if c.breaker {
+					opts = append(opts, WithBreaker(BreakerSettings{Timeout: time.Second, OnStateChange: func(_ string, _, to BreakerState) {
+						if to == BreakerOpen {
+							opened.Add(1)
+						}
+					}}))
+				}
+				srv := fakeserver.New(fakeserver.Config{Limit: 10000, Burst: 10000,
+					Faults: fakeserver.Faults{Latency: 5 * time.Millisecond}})
+				h := &hangRT{base: srv.Transport(), start: time.Now(), windows: [][2]time.Duration{{2 * time.Second, 12 * time.Second}}, answers: [2]int{c.answers, c.of}}
+				ok := hangRun(New(h, opts...), 64, 2*time.Second, 16*time.Second)
+				t.Logf("hung %d, ok %d, per 2 s %v, outages %d, opened %d", h.hungN(), ok, h.perWindow(2*time.Second, 16*time.Second), downs(), opened.Load())
+				assert.LessOrEqual(t, h.hungN(), c.most)
+				assert.Equal(t, 1, downs(), "one outage: an answered probe did not end it")
+				if c.breaker {
+					assert.Positive(t, opened.Load(), "the breaker opened")
+				}
+				// The host, back at 12 s, is found within a second, or
+				// after the breaker's Timeout: the hang's end broke the
+				// probe out.
+				least := 2*12800 + 3*12800
+				if c.breaker {
+					least = 2*12800 + 2.5*12800
+				}
+				assert.Greater(t, ok, int64(least))
+			})
+		})
+	}
+}
+
+// TestCallersThatGiveUpOnAHostThatAnswersMostDoNotTakeItDown: a host whose
+// callers give up on fewer than half of a key's requests is not failing,
+// however long they waited.
+func TestCallersThatGiveUpOnAHostThatAnswersMostDoNotTakeItDown(t *testing.T) {
+	t.Run("hangs one in 10", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			log, downs := outageLog()
+			srv := fakeserver.New(fakeserver.Config{Limit: 10000, Burst: 10000,
+				Faults: fakeserver.Faults{Latency: 5 * time.Millisecond}})
+			// No end to the hang in the run: its end breaks the requests
+			// out, a failure of the host.
+			h := &hangRT{base: srv.Transport(), start: time.Now(), windows: [][2]time.Duration{{2 * time.Second, time.Minute}}, answers: [2]int{9, 10}}
+			ok := hangRun(New(h, log), 64, 2*time.Second, 16*time.Second)
+			t.Logf("hung %d, ok %d", h.hungN(), ok)
+			assert.Zero(t, downs(), "no outage")
+		})
+	})
+	// slowRT answers after 5 ms until 2 s, then after 1.5 to 2.5 s: a host
+	// that turns slow, to callers that wait 2 s, whose usual latency takes
+	// a while to learn it.
+	slowRT := func(start time.Time, n *atomic.Int64) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			d := 5 * time.Millisecond
+			if time.Since(start) >= 2*time.Second {
+				d = 1500*time.Millisecond + time.Duration(n.Add(1)*7919%1000)*time.Millisecond
+			}
+			tm := time.NewTimer(d)
+			defer tm.Stop()
+			select {
+			case <-tm.C:
+				return (&stubRT{status: 200}).RoundTrip(req)
+			case <-req.Context().Done():
+				return nil, req.Context().Err()
+			}
+		})
+	}
+	t.Run("turns slow", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			log, downs := outageLog()
+			var n atomic.Int64
+			ok := hangRun(New(slowRT(time.Now(), &n), log), 64, 2*time.Second, 20*time.Second)
+			t.Logf("ok %d of %d", ok, n.Load())
+			assert.Zero(t, downs(), "no outage")
+		})
+	})
+	// mixRT answers / after 5 ms, and /slow (a long poll, or a slow route)
+	// when its caller gives up.
+	mixRT := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		d := 5 * time.Millisecond
+		if req.URL.Path == "/slow" {
+			d = time.Hour
+		}
+		tm := time.NewTimer(d)
+		defer tm.Stop()
+		select {
+		case <-tm.C:
+			return (&stubRT{status: 200}).RoundTrip(req)
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	})
+	loop := func(tr http.RoundTripper, path string, timeout time.Duration, stop time.Time) {
+		for time.Now().Before(stop) {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test"+path, nil)
+			resp, err := tr.RoundTrip(req)
+			if err == nil {
+				drain(resp)
+			} else if ctx.Err() == nil {
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+		}
+	}
+	t.Run("short deadlines on a slow route", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// 6 callers of a route that does not answer within their 100
+			// ms, beside 8 of one that answers in 5 ms.
+			log, downs := outageLog()
+			tr := New(mixRT, log)
+			stop := time.Now().Add(5 * time.Second)
+			var wg sync.WaitGroup
+			for i := range 14 {
+				path := "/"
+				if i < 6 {
+					path = "/slow"
+				}
+				wg.Go(func() { loop(tr, path, 100*time.Millisecond, stop) })
+			}
+			wg.Wait()
+			assert.Zero(t, downs(), "no outage")
+		})
+	})
+	t.Run("long polls beside calls", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// 32 long polls that their callers end after 30 s, beside 2
+			// callers of calls that take 5 ms.
+			log, downs := outageLog()
+			tr := New(mixRT, log)
+			stop := time.Now().Add(2 * time.Minute)
+			var wg sync.WaitGroup
+			for i := range 34 {
+				path, timeout := "/", time.Second
+				if i < 32 {
+					path, timeout = "/slow", 30*time.Second
+				}
+				wg.Go(func() { loop(tr, path, timeout, stop) })
+			}
+			wg.Wait()
+			assert.Zero(t, downs(), "no outage")
 		})
 	})
 }

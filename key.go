@@ -559,7 +559,7 @@ func (k *keyState) abandon(w *waiter) {
 		}
 		k.pacer.giveBack(now, w.cost)
 		k.releaseLocked(now)
-		k.settleLocked(now, w.dep.seq, hostUnsent) // what was out is still unanswered
+		k.settleLocked(now, w.dep.seq, hostUnsent, false) // what was out is still unanswered
 		k.strikeUnsent(w.dep.seq)
 		k.withdraw()
 	} else if len(w.ready) == 0 {

@@ -17,8 +17,9 @@ import (
 // connection or a timeout. From that failure on, the key sends one request
 // at a time, a probe, each after a backoff that grows from the failure
 // (cenkalti/backoff), and its other requests wait in its queue, in order.
-// The first probe that gets any other answer ends the outage, and the queue
-// drains at once at the key's pace.
+// The first probe that gets any other answer ends the outage (an outage
+// that callers giving up on a host that hangs began needs hangProbes in a
+// row), and the queue drains at once at the key's pace.
 //
 // The backoff is not jittered. Jitter spreads the retries of many clients
 // that failed together; a key sends one probe at a time, and a fleet that
@@ -62,7 +63,7 @@ type outage struct {
 	upAt   uint64 // the last departure before the last outage ended
 	// While fleet: when the fleet's next probe is due.
 	fleetNext int64
-	bo        *backoff.ExponentialBackOff
+	rare      *outageRare   // made on first use: few keys ever need it
 	changes   atomic.Uint64 // times down changed
 	logged    atomic.Uint64 // changes logged (see observer.outage)
 }
@@ -81,7 +82,24 @@ type fleetStall struct {
 	told  chan struct{}
 }
 
-// setDown sets o.down, and its copy read without the lock.
+// outageRare is what few keys' outage states ever need, made on first use:
+// the probes' backoff (see backoff), and the span of their callers that
+// gave up on a host that answers others (see hangSpan).
+type outageRare struct {
+	bo   *backoff.ExponentialBackOff
+	hang hangSpan
+}
+
+// rareState returns o's outageRare, made on first use.
+func (o *outage) rareState() *outageRare {
+	if o.rare == nil {
+		o.rare = new(outageRare)
+	}
+	return o.rare
+}
+
+// setDown sets o.down, and its copy read without the lock. Called under
+// the key's mutex.
 func (o *outage) setDown(down bool) {
 	if o.down != down {
 		o.changes.Add(1)
@@ -90,6 +108,9 @@ func (o *outage) setDown(down bool) {
 	o.isDown.Store(down)
 	if !down {
 		o.fleet = false
+		if o.rare != nil {
+			o.rare.hang.owed = 0 // however it ended
+		}
 	}
 }
 
@@ -99,8 +120,9 @@ var probeClock clockAt
 
 // backoff returns o's probe backoff, made on first use with p's settings.
 func (o *outage) backoff(p probeSchedule) *backoff.ExponentialBackOff {
-	if o.bo == nil {
-		o.bo = backoff.NewExponentialBackOff(
+	r := o.rareState()
+	if r.bo == nil {
+		r.bo = backoff.NewExponentialBackOff(
 			backoff.WithInitialInterval(p.initial),
 			backoff.WithMaxInterval(p.cap),
 			backoff.WithMultiplier(probeMultiplier),
@@ -108,9 +130,9 @@ func (o *outage) backoff(p probeSchedule) *backoff.ExponentialBackOff {
 			backoff.WithMaxElapsedTime(0),
 			backoff.WithClockProvider(&probeClock),
 		)
-		o.bo.Reset()
+		r.bo.Reset()
 	}
-	return o.bo
+	return r.bo
 }
 
 // outage logs, at Info, that the host of key went down or came back, once
@@ -299,28 +321,102 @@ func (k *keyState) stalls(now int64) (mark uint64, end int64, ok bool) {
 }
 
 // hung reports whether departure dep, whose caller gave up at now before
-// any answer came, gave up on a host that hangs: the host has sent nothing
-// (no answer to any request of k) since dep left, dep has been out for
-// longer than a stall takes to show (see stalls), and it is the second
-// such request of the silence, or the host is down already (dep is its
-// probe, or was out when it went down). Its caller's deadline then served
-// as a timeout of the host, as net/http's ResponseHeaderTimeout would: the
-// host is failing.
+// any answer came, gave up on a host that hangs. Its caller's deadline then
+// served as a timeout of the host, as net/http's ResponseHeaderTimeout
+// would: the host is failing. probe says that dep is the probe of a host
+// that is down.
 //
-// A caller that gives up sooner, or while the host answers others (a
-// silence ends with any answer), tells nothing of the host: nor does a
+// Only a caller that gave up long after dep left tells anything: later
+// than a stall takes to show (see stalls), twice the usual latency of the
+// key's answers and 10 ms. Such a give-up is one of a host that hangs when
+//
+//   - dep is the probe of a host that is down: a probe must be answered
+//     before its caller gives up;
+//   - the host has sent nothing (no answer to any request of k) since dep
+//     left, and it is the second such request of the silence, or the host
+//     is down already (dep was out when it went down);
+//   - or at least half of the key's recent departures, hangMin of them at
+//     least, ended so (see hungOften): a host that answers some requests
+//     and hangs the rest, whose answers end every silence.
+//
+// A caller that gives up sooner tells nothing of the host: nor does a
 // request of a key whose answers were never timed, nor one request alone
-// (a long call its caller ended).
-func (k *keyState) hung(dep *departure, now int64) bool {
+// (a long call its caller ended), nor a few among many answered.
+func (k *keyState) hung(dep *departure, probe bool, now int64) bool {
 	if k.env.probe.initial <= 0 {
 		return false
 	}
 	o := &k.out
-	lat, mark := o.latency.Load(), k.silence()
-	if lat == 0 || mark == 0 || now-dep.sent <= stallAfter(lat) || silenceStart(mark, now) > dep.sent {
+	lat := o.latency.Load()
+	if lat == 0 || now-dep.sent <= stallAfter(lat) {
 		return false
 	}
-	return o.isDown.Load() || k.host.hungIn.Swap(mark) == mark
+	often := k.hungOften(dep.seq)
+	mark := k.silence()
+	silent := mark != 0 && silenceStart(mark, now) <= dep.sent &&
+		(o.isDown.Load() || k.host.hungIn.Swap(mark) == mark)
+	return probe || silent || often
+}
+
+// hangMin is the least number of a key's departures whose callers gave up
+// long after they left (see hung) that shows a host that hangs some
+// requests (see hungOften): fewer are a few long calls, whatever their
+// share.
+const hangMin = 8
+
+// hangSpan is the span of a key's departures over which the callers that
+// gave up long after their request left (see hung) are counted: from the
+// earliest such departure to the last one sent when the span began, or
+// when it was drawn out.
+type hangSpan struct {
+	from, to uint64 // the departures of the span; to 0: none yet
+	floor    uint64 // the last departure of the span before, which ended
+	n        uint64 // the departures of the span whose callers gave up long after
+	// owed: the probes that must yet be answered in a row to end the
+	// outage that a hang began (see hangProbes); 0 for another outage.
+	owed uint8
+}
+
+// hangProbes is how many probes in a row must be answered before the
+// callers give up on them to end an outage that began as callers gave up
+// on a host that hangs (see hung): a host that answers some requests and
+// hangs the rest answers a probe as it answers any request, and a flight
+// of every request that waited would meet the hang again. A host that
+// answers one in two passes three probes one time in eight, one in ten
+// one time in a thousand; a host that is back costs two round trips more.
+const hangProbes = 3
+
+// hungOften counts departure seq of k, whose caller gave up long after it
+// left (see hung), and reports whether at least half of the departures of
+// its span ended so, and at least hangMin: the host hangs as often as it
+// answers, or more. It takes k.mu; a caller that gave up is no request of
+// the fast path.
+//
+// A span begins with a give-up of a departure sent after the span before
+// it (its floor): it spans the departures from that one to the last sent
+// then, which were out when that one's caller gave up, for as long, or
+// were answered meanwhile. A give-up of a departure sent before the span
+// draws it back to that one; one sent after it draws it out to the last
+// departure sent now, if at least half of the span ended so (the host
+// goes on hanging), and begins a new span if not. A span that ends that
+// way after the host is well again is drawn out over every departure
+// answered meanwhile, and fails no request.
+func (k *keyState) hungOften(seq uint64) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	h := &k.out.rareState().hang
+	switch {
+	case seq <= h.floor:
+		return false // counted in a span that ended
+	case h.to == 0 || seq > h.to && 2*h.n < h.to-h.from+1:
+		h.floor, h.from, h.to, h.n = h.to, seq, k.sent, 0
+	case seq > h.to:
+		h.to = k.sent
+	case seq < h.from:
+		h.from = seq
+	}
+	h.n++
+	return h.n >= hangMin && 2*h.n >= h.to-h.from+1
 }
 
 // The layout of keyState.pending (see stalls).
@@ -499,7 +595,7 @@ func (k *keyState) settle(dep *departure, v outageVerdict) {
 		k.endSilence() // an answer: seen would end it, too late for dispatch
 	}
 	o.stalled.Store(false)
-	k.settleLocked(now, dep.seq, v)
+	k.settleLocked(now, dep.seq, v, dep.gaveUp && v == hostDown)
 	if o.replaying {
 		o.stalled.Store(true) // the replay's answer is yet to come
 	}
@@ -515,8 +611,10 @@ func (k *keyState) settle(dep *departure, v outageVerdict) {
 // when other requests come, which their own answers then refresh.
 const latencySample = 32
 
-// settleLocked is settle with k.mu held; the caller dispatches.
-func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict) {
+// settleLocked is settle with k.mu held; the caller dispatches. hung says
+// that departure seq failed as its caller gave up on a host that hangs
+// (see hung).
+func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict, hung bool) {
 	o := &k.out
 	if o.replaying && o.probe == seq {
 		o.replaying = false
@@ -530,24 +628,37 @@ func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict) {
 	case !o.down && v == hostDown && seq > o.upAt && k.env.probe.initial > 0:
 		// The requests sent after the one that failed are in flight: a
 		// success among them shows the host up after all (a route of it
-		// failed, not the host), their failures add nothing.
+		// failed, not the host), their failures add nothing. But not
+		// of a host that hangs: it answers some requests, as long as
+		// it hangs the others (see hungOften), and seq left long ago.
 		o.downAt = seq
-		o.setDown(true)
 		bo := o.backoff(k.env.probe)
+		o.rare.hang.owed = 0
+		if hung {
+			o.downAt = k.sent
+			o.rare.hang.owed = hangProbes
+		}
+		o.setDown(true)
 		bo.Reset()
 		o.next = satAdd(now, int64(bo.NextBackOff()))
 	case !o.down:
 	case o.probing && seq == o.probe:
 		o.probing = false
-		switch v {
-		case hostUp:
+		switch r := o.rare; {
+		case v == hostUp && r != nil && r.hang.owed > 1:
+			// A host that hung: one answer in time is not enough (see
+			// hangProbes). The next probe may go at once.
+			r.hang.owed--
+			o.next = now
+		case v == hostUp:
 			o.upAt = k.sent
 			o.setDown(false)
-		case hostDown:
-			if o.bo != nil {
-				o.next = satAdd(now, int64(o.bo.NextBackOff()))
-			} // else held by a breaker alone, which says when
-		}
+		case v == hostDown && r != nil && r.bo != nil:
+			if r.hang.owed > 0 {
+				r.hang.owed = hangProbes // in a row
+			}
+			o.next = satAdd(now, int64(r.bo.NextBackOff()))
+		} // hostDown without a backoff: held by a breaker alone, which says when
 		// hostUnsent, hostUnknown: the probe was not sent, or its caller
 		// gave up; the next one may go when it was due.
 	case v == hostUp && seq > o.downAt:

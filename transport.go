@@ -533,7 +533,7 @@ func (c *call) sendPlain(s *slot, out *http.Request, sig *ratelimitheader.Signal
 // stall takes to show, a host that hangs (see keyState.hung).
 func (c *call) gaveUp(s *slot) {
 	s.dep.gaveUp = true
-	c.hung = !c.held && s.k.hung(&s.dep, s.k.env.now())
+	c.hung = !c.held && s.k.hung(&s.dep, c.probe, s.k.env.now())
 }
 
 // sendWatched sends out, the attempt of slot s, through the base, and
