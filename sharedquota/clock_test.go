@@ -294,3 +294,61 @@ func TestClockForwardKeepsKnownPauses(t *testing.T) {
 		t.Fatalf("after the clock went forward, a new process's slot is %v from now, within the pause of 3s", d)
 	}
 }
+
+// TestClockBackMovesEveryInstant: the first script to find Redis's clock
+// behind the hash's high-water mark moves every instant of the hash back
+// by the difference, the expiry included, and leaves the other fields
+// (rates, bursts, counts, names) as they were.
+func TestClockBackMovesEveryInstant(t *testing.T) {
+	addr := redisAddr(t)
+	c := newClient(t, addr)
+	ctx := context.Background()
+	q := newQuota(t, c)
+	quota, _ := q.KeyNames("k")
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := 2 * time.Minute
+	at := func(d time.Duration) int64 { return now.Add(x + d).UnixMicro() }
+	instants := map[string]int64{
+		"pause": at(time.Second), "exp": at(10 * time.Second), "1000000:2": at(500 * time.Millisecond),
+		"500000:4:r": at(time.Second), "lt": at(300 * time.Millisecond), "lu": at(time.Minute),
+		"at": at(200 * time.Millisecond), "ac": at(-time.Second), "a1": at(-5 * time.Second), "ph": at(800 * time.Millisecond),
+	}
+	others := map[string]string{"li": "1000000", "lb": "3", "ar": "5000", "as": "0", "an": "7", "acn": "2", "po": "p1"}
+	fields := map[string]any{"hw": at(0)}
+	for f, v := range instants {
+		fields[f] = v
+	}
+	for f, v := range others {
+		fields[f] = v
+	}
+	if err := c.HSet(ctx, quota, fields).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.PExpireAt(ctx, quota, time.UnixMicro(instants["exp"]))
+	if err := q.Pause(ctx, "k", time.Millisecond); err != nil { // pauseScript: it reads the hash first
+		t.Fatal(err)
+	}
+	got := c.HGetAll(ctx, quota).Val()
+	for f, v := range instants {
+		n, err := strconv.ParseInt(got[f], 10, 64)
+		// Moved back by the jump, less the time between the test's TIME
+		// and the script's.
+		if err != nil || n < v-x.Microseconds() || n > v-x.Microseconds()+time.Second.Microseconds() {
+			t.Errorf("%s = %q, want %d less 2 min", f, got[f], v)
+		}
+	}
+	for f, v := range others {
+		if got[f] != v {
+			t.Errorf("%s = %q, want %q as it was", f, got[f], v)
+		}
+	}
+	if hw, _ := strconv.ParseInt(got["hw"], 10, 64); hw < now.UnixMicro() || hw > now.Add(time.Second).UnixMicro() {
+		t.Errorf("hw = %q, want Redis's clock now, %d", got["hw"], now.UnixMicro())
+	}
+	if ttl := c.PTTL(ctx, quota).Val(); ttl <= 8*time.Second || ttl > 11*time.Second {
+		t.Errorf("TTL %v, want the 10s the expiry says, not 2 min more", ttl)
+	}
+}
