@@ -46,7 +46,8 @@
 // in Redis; WithSalt makes it an HMAC under a secret), so that a quota's
 // state lives in one Cluster slot:
 //
-//	headway:{3f1c...}:q  hash: one TAT per limit, and the pause
+//	headway:{3f1c...}:q  hash: one TAT per limit, the pause, and hw
+//	                     (Redis's clock when it was last written)
 //	headway:procs        sorted set: the live processes, for every key
 //
 // Scripts run with go-redis's Script.Run: EVALSHA, and EVAL when Redis has
@@ -164,6 +165,23 @@
 // pause, the schedule booked at least as far), one more round trip, and
 // takes its slot after it; a policy the process shared and Redis no longer
 // holds is shared again with the next response that states it.
+//
+// Redis's clock may step under the state it holds: a failover to a
+// replica whose clock is behind the old primary's, an NTP step on its
+// host. Every script that writes a quota's hash stores Redis's time with
+// it (hw), and a script that finds the clock behind it moves every instant
+// of the hash back by the difference, so that a jump back costs at most
+// what the state held when it was last written (a bucket's time, the
+// slots booked ahead, the pause left), never the jump. A jump back of
+// more than a week is not believed: the checks repair what it left (a TAT
+// reads as an empty bucket, a pause as none). An outage's next probe is
+// never read as further than its interval, nor a probe turn as longer
+// than its second. A jump forward cannot be told from time passing: the
+// buckets look full (the fleet gets one fresh burst), and a pause may
+// look over, or its hash expire; then each process that heard of the
+// pause still holds it, and its next reservation records it again, as
+// after a FLUSHALL. Processes of an earlier version do not write hw: what
+// they wrote after the last hw stays ahead by the jump, within the checks.
 //
 // # Errors
 //

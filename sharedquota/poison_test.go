@@ -23,7 +23,7 @@ func TestPoisonedValues(t *testing.T) {
 	lim := headway.Every(time.Second).WithBurst(1) // field "1000000:1"
 	bad := []string{"9223372036854775807", "nan", "-nan", "inf", "-inf", "1e300", "-5", "abc", "", "0x7fffffffffffffff", "1e15"}
 	capWait := maxServerWait
-	for _, field := range []string{"pause", "exp", "1000000:1", "li", "lb", "lu", "lt"} {
+	for _, field := range []string{"pause", "exp", "1000000:1", "li", "lb", "lu", "lt", "hw"} {
 		for _, v := range bad {
 			for _, limits := range [][]headway.Limit{{lim}, {lim, headway.PerSecond(1000)}, nil} {
 				name := field + "=" + v + "/" + strconv.Itoa(len(limits)) + "limits"

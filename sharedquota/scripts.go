@@ -24,6 +24,22 @@ import (
 // valid is repaired when the script writes next: an instant reads as
 // absent, a TAT as an empty bucket (the conservative reading), and a pause
 // a little beyond the cap as the cap.
+//
+// Redis's clock may go back under the state it holds: a failover to a
+// replica whose clock is behind the old primary's, an NTP step on its
+// host. Every instant written before then is then ahead by the jump, and
+// would hold the quota that much longer: a TAT booked as far as it may be
+// and a pause as long as the cap would still pass the checks above. So
+// every script that writes a quota's hash writes its clock too, in the
+// field "hw" (the high-water mark), and every script that reads one
+// starts with rebased: when Redis's clock reads more than a millisecond
+// before hw, it moves every instant of the hash back by the difference,
+// as if the state had been written now, and the script reads the hash
+// again. The state then means what it meant when it was written: a jump
+// back costs at most what the state held then (a bucket's time, the
+// schedule booked ahead, the pause left), never the jump. A jump forward
+// cannot be told from time passing: the state looks older, as it would
+// after an idle spell (see the package documentation).
 const prelude = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -60,10 +76,50 @@ local function save(hs, old, need, margin, cap, fix)
     hs[#hs + 1] = 'exp'
     hs[#hs + 1] = string.format('%d', exp)
     redis.call('HSET', KEYS[1], unpack(hs))
+    hs[#hs + 1] = 'hw'
+    hs[#hs + 1] = string.format('%d', now)
+    redis.call('HSET', KEYS[1], unpack(hs))
     redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000)))
   elseif #hs > 0 then
+    hs[#hs + 1] = 'hw'
+    hs[#hs + 1] = string.format('%d', now)
     redis.call('HSET', KEYS[1], unpack(hs))
   end
+end
+-- behind returns how far Redis's clock is behind the high-water mark v
+-- (the field hw), in µs: 0 when it is not, or v is not valid (a week
+-- ahead at most: a jump further back is not believed, and the checks
+-- above repair what it left).
+local function behind(v)
+  local hw = valid(v, now + 604800000000)
+  if not hw or hw <= now then return 0 end
+  return hw - now
+end
+-- rebased moves every instant of the quota's hash back by how far
+-- Redis's clock went back since the hash was last written (hw, read as v)
+-- and reports whether it did, so that the caller reads the hash again.
+-- The instants are the fields pause, exp, lt, lu, at, ac, a1 and ph, and
+-- the TATs of the limits, whose names start with two numbers; a value
+-- that is not a number of µs since 1970 is left to the checks. A jump of
+-- a millisecond or less is left alone.
+local function rebased(v)
+  local back = behind(v)
+  if back <= 1000 then return false end
+  local instants = {pause = true, exp = true, lt = true, lu = true, at = true, ac = true, a1 = true, ph = true}
+  local all = redis.call('HGETALL', KEYS[1])
+  local hs, exp = {'hw', string.format('%d', now)}, nil
+  for i = 1, #all, 2 do
+    local f, x = all[i], tonumber(all[i + 1])
+    if x and x >= back and x < 9007199254740992 and (instants[f] or string.find(f, '^%d+:%d+')) then
+      x = x - back
+      hs[#hs + 1] = f
+      hs[#hs + 1] = string.format('%d', x)
+      if f == 'exp' then exp = x end
+    end
+  end
+  redis.call('HSET', KEYS[1], unpack(hs))
+  if exp then redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(exp / 1000))) end
+  return true
 end
 `
 
@@ -114,7 +170,9 @@ end
 //
 // KEYS[1]: the quota's hash: a field "pause" (the instant, in µs, before
 // which nothing leaves), a field "exp" (the instant the hash expires, in
-// µs), and one field per limit holding its TAT in µs. The hash expires a
+// µs), a field "hw" (Redis's clock when a script last wrote the hash, µs:
+// see prelude), and one field per limit holding its TAT in µs. The hash
+// expires a
 // margin after the last of its TATs and its pause: the state it holds is
 // that of full buckets by then. The scripts only ever move "exp" later,
 // and only when it comes within half a margin of what the state needs, so
@@ -160,7 +218,9 @@ local learned = n == 0
 local fields = {'pause', 'exp'}
 for i = 1, n do fields[i + 2] = ARGV[5 * i + 1] end
 if learned then fields = {'pause', 'exp', 'lt', 'li', 'lb', 'lu', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'po', 'ph'} end
+fields[#fields + 1] = 'hw'
 local vals = redis.call('HMGET', KEYS[1], unpack(fields))
+if rebased(vals[#fields]) then vals = redis.call('HMGET', KEYS[1], unpack(fields)) end
 local pause, fix = pauseOf(vals[1], cap, tonumber(ARGV[5]))
 local tat, iv, burst, units, floor, src = {}, {}, {}, {}, {}, {}
 for i = 1, n do
@@ -308,7 +368,8 @@ var reserveOneScript = redis.NewScript(reserveOneSrc)
 
 const reserveOneSrc = prelude + `
 local room, step, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[6])
-local v = redis.call('HMGET', KEYS[1], 'pause', 'exp', ARGV[1])
+local v = redis.call('HMGET', KEYS[1], 'pause', 'exp', ARGV[1], 'hw')
+if rebased(v[4]) then v = redis.call('HMGET', KEYS[1], 'pause', 'exp', ARGV[1], 'hw') end
 local pause, fix = pauseOf(v[1], cap, tonumber(ARGV[8]))
 local tat = valid(v[3], now + cap + room + step)
 if not tat then
@@ -349,7 +410,8 @@ var pauseScript = redis.NewScript(pauseSrc)
 const pauseSrc = prelude + `
 local cap = tonumber(ARGV[3])
 local untl = now + math.min(tonumber(ARGV[1]), cap)
-local vals = redis.call('HMGET', KEYS[1], 'pause', 'exp')
+local vals = redis.call('HMGET', KEYS[1], 'pause', 'exp', 'hw')
+if rebased(vals[3]) then vals = redis.call('HMGET', KEYS[1], 'pause', 'exp', 'hw') end
 local cur, fix = pauseOf(vals[1], cap)
 local hs = {}
 if untl > cur or fix then
@@ -369,7 +431,11 @@ return untl - now
 //
 // KEYS[1]: the quota's hash; ARGV[1]: the cap on waits, in µs.
 var pausedScript = redis.NewScript(prelude + `
-local pause = pauseOf(redis.call('HGET', KEYS[1], 'pause'), tonumber(ARGV[1]))
+local v = redis.call('HMGET', KEYS[1], 'pause', 'hw')
+local back = behind(v[2])
+local p = valid(v[1], now + back + tonumber(ARGV[1]))
+if p and back > 0 then v[1] = p - back end
+local pause = pauseOf(v[1], tonumber(ARGV[1]))
 return math.max(pause - now, 0)
 `)
 
@@ -395,7 +461,8 @@ local untl = now + ARGV[3]
 local cap = tonumber(ARGV[5])
 local li = tonumber(ARGV[1])
 local lb = tonumber(ARGV[2])
-local v = redis.call('HMGET', KEYS[1], 'exp', 'li', 'lb', 'lu', 'lt', 'po', 'ph')
+local v = redis.call('HMGET', KEYS[1], 'exp', 'li', 'lb', 'lu', 'lt', 'po', 'ph', 'hw')
+if rebased(v[8]) then v = redis.call('HMGET', KEYS[1], 'exp', 'li', 'lb', 'lu', 'lt', 'po', 'ph', 'hw') end
 local held = valid(v[2], 86400000000) == li and (valid(v[4], now + 432000000000) or 0) > now
 if held then
   lb = math.max(lb, math.floor(valid(v[3], 1000000000) or 0))
@@ -452,7 +519,8 @@ var cutScript = redis.NewScript(prelude + aimdLua + `
 local bound = tonumber(ARGV[1])
 local margin = tonumber(ARGV[2]) * 1000
 local cap = tonumber(ARGV[3])
-local v = redis.call('HMGET', KEYS[1], 'exp', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn')
+local v = redis.call('HMGET', KEYS[1], 'exp', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'hw')
+if rebased(v[9]) then v = redis.call('HMGET', KEYS[1], 'exp', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'hw') end
 local ar = valid(v[3], aimdMost)
 local ac = valid(v[4], now)
 local slow = v[5] == '1'
@@ -549,15 +617,51 @@ return n
 // report, each next one an interval after the last one failed, the
 // interval doubling up to the cap; not jittered, since the fleet sends one
 // probe at a time. Every value is checked as the quota's are: one that is not a
-// number, is negative, NaN or further ahead than a process writes makes
+// number, is negative, NaN, or an instant further ahead than a week makes
 // the record read as absent (no outage), and the next report writes it
 // anew. The record expires a margin after its next probe, or after the
 // turn held, whichever is later: a fleet that stops reporting leaves no
-// outage behind.
+// outage behind. An instant is never read further ahead than it was
+// written: the next probe at most its interval from now, a turn at most
+// its length, and what is shortened so is stored (see outageLua); so
+// Redis's clock going back (see prelude) holds a probe one interval at
+// most, without a high-water mark of the record's own.
 //
 // Changes are published on the quota's channel as "o <hash> <µs to the
 // next probe>" and "o <hash> up", which processes without outage support
 // ignore (see heard).
+
+// outageLua follows the prelude of the outage scripts.
+const outageLua = `
+-- outageOf reads the outage record v (HMGET next, iv, own, ou, nom) and
+-- returns its next probe, its interval and the end of its turn (nil, or
+-- nil for the probe when no outage is on). An instant up to a week ahead
+-- is believed to be a clock's, not garbage: the next probe reads as one
+-- interval from now at most, a turn (with its length lease) as lease at
+-- most, and what it shortens is stored, with the record's TTL (margin,
+-- ms), so that time moves it on.
+local function outageOf(v, most, lease, margin)
+  local week = 604800000000
+  local nxt, iv = valid(v[1], now + week), valid(v[2], most)
+  if not nxt or not iv or not valid(v[5], now + week) then return nil end
+  local ou = valid(v[4], now + week)
+  local hs = {}
+  if nxt > now + math.max(iv, 1) then
+    nxt = now + math.max(iv, 1)
+    hs = {'next', string.format('%d', nxt), 'nom', string.format('%d', nxt)}
+  end
+  if lease and ou and ou > now + lease then
+    ou = now + lease
+    hs[#hs + 1] = 'ou'
+    hs[#hs + 1] = string.format('%d', ou)
+  end
+  if #hs > 0 then
+    redis.call('HSET', KEYS[1], unpack(hs))
+    redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil((math.max(nxt, ou or 0) - now) / 1000) + margin))
+  end
+  return nxt, iv, ou
+end
+`
 
 // outageDownScript records that the host of a quota is down, as one
 // process found, and returns the wait until the next probe, in µs. With no
@@ -571,14 +675,12 @@ return n
 // KEYS[1]: the outage hash; ARGV[1]: the process; ARGV[2]: the first
 // interval, µs; ARGV[3]: the longest, µs; ARGV[4]: the margin of the TTL,
 // ms; ARGV[5]: the channel; ARGV[6]: the name published.
-var outageDownScript = redis.NewScript(prelude + `
+var outageDownScript = redis.NewScript(prelude + outageLua + `
 local initial, most = tonumber(ARGV[2]), tonumber(ARGV[3])
 local v = redis.call('HMGET', KEYS[1], 'next', 'iv', 'own', 'ou', 'nom', 'given')
-local nxt = valid(v[1], now + 2 * most)
-local iv = valid(v[2], most)
+local nxt, iv, ou = outageOf(v, most, nil, tonumber(ARGV[4]))
 local given = v[6] == '0' and '0' or '1'
-if nxt and iv and valid(v[5], now + 2 * most) then
-  local ou = valid(v[4], now + 2 * most)
+if nxt then
   if v[3] == ARGV[1] and ou and ou > now then
     iv = math.min(math.max(2 * iv, initial), most)
   elseif given == '0' and now + initial < nxt then
@@ -605,13 +707,12 @@ return nxt - now
 //
 // KEYS[1]: the outage hash; ARGV[3]: the longest interval, µs; ARGV[4]:
 // the margin of the TTL, ms.
-var probeTurnScript = redis.NewScript(prelude + `
+var probeTurnScript = redis.NewScript(prelude + outageLua + `
 local lease, most = tonumber(ARGV[2]), tonumber(ARGV[3])
 local v = redis.call('HMGET', KEYS[1], 'next', 'iv', 'own', 'ou', 'nom')
-local nxt = valid(v[1], now + 2 * most)
-if not nxt or not valid(v[2], most) or not valid(v[5], now + 2 * most) then return {0, 0} end
+local nxt, iv, ou = outageOf(v, most, lease, tonumber(ARGV[4]))
+if not nxt then return {0, 0} end
 if nxt > now then return {nxt - now, 1} end
-local ou = valid(v[4], now + 2 * most)
 if ou and ou > now and v[3] ~= '' and v[3] ~= ARGV[1] then return {ou - now, 2} end
 redis.call('HSET', KEYS[1], 'own', ARGV[1], 'ou', string.format('%d', now + lease), 'given', '1')
 redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil(lease / 1000) + tonumber(ARGV[4])))
