@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headway-go/headway/fakeserver"
 	"github.com/headway-go/headway/ratelimitheader"
 	"github.com/redis/go-redis/v9"
 )
@@ -98,6 +99,75 @@ func TestABareThrottleCutsTheFleet(t *testing.T) {
 	}
 	if acn, an := hashInt(t, c, a, "k", "acn"), hashInt(t, c, a, "k", "an"); acn != an || an != 25 {
 		t.Fatalf("counted %d reservations, %d at the cut; want 25 and 25", an, acn)
+	}
+}
+
+// TestThrottlesIntoABlockDoNotCutTheFleet: a server that blocks a key for
+// a while after a violation answers every request of the block with a
+// bare 429, the fleet's probes into it included. Nothing goes through
+// between those throttles, so they measure no rate: cut by them, the
+// fleet's pace fell to the floor (0.5/s, against a server of 20/s) and
+// stayed there long after the block (3 processes sent 28 of 300 requests
+// in a minute, where one alone sent 297). Only a throttle with requests
+// that went through since the last cut cuts again.
+func TestThrottlesIntoABlockDoNotCutTheFleet(t *testing.T) {
+	addr := redisAddr(t)
+	c := newClient(t, addr)
+	a := newQuota(t, c)
+	b := NewRedis(newClient(t, addr), WithTimeout(slowTimeout), WithPrefix(a.cfg.prefix))
+	defer b.Close()
+	ctx := context.Background()
+	for range 20 {
+		reserve(t, a, "k", 1)
+	}
+	if err := a.Learn(ctx, "k", bareThrottle); err != nil {
+		t.Fatal(err)
+	}
+	cutAt, rate := hashInt(t, c, a, "k", "ac"), hashInt(t, c, a, "k", "ar")
+	// A block: each process's probe after the cut, a backoff apart (far
+	// below the pace), is throttled in turn.
+	for i, q := range []*Redis{b, a, b, a} {
+		time.Sleep(reserve(t, q, "k", 1) + 300*time.Millisecond)
+		if err := q.Learn(ctx, "k", bareThrottle); err != nil {
+			t.Fatal(err)
+		}
+		if at, ar := hashInt(t, c, a, "k", "ac"), hashInt(t, c, a, "k", "ar"); at != cutAt || ar != rate {
+			t.Fatalf("throttle %d into the block cut the pace to %.2f/s (was %.2f/s)", i+1, float64(ar)/1000, float64(rate)/1000)
+		}
+	}
+	if am := hashInt(t, c, a, "k", "am"); am <= cutAt {
+		t.Fatal("the throttles into the block did not start the measure again")
+	}
+	// After the block, requests go through; the next throttle measures
+	// them, and cuts.
+	var last time.Duration
+	for range 6 {
+		last = reserve(t, b, "k", 1)
+	}
+	time.Sleep(last + 20*time.Millisecond)
+	if err := b.Learn(ctx, "k", bareThrottle); err != nil {
+		t.Fatal(err)
+	}
+	if at := hashInt(t, c, a, "k", "ac"); at == cutAt {
+		t.Fatal("a throttle after requests went through did not cut")
+	}
+	if n := hashInt(t, c, a, "k", "atn"); n != 0 {
+		t.Fatalf("the cut left %d throttles counted, want 0", n)
+	}
+	// Probes at the pace, all throttled (a pace too fast for a slow
+	// server, not a block), do cut.
+	cutAt = hashInt(t, c, a, "k", "ac")
+	for range 3 {
+		last = reserve(t, a, "k", 1)
+	}
+	time.Sleep(last + 5*time.Millisecond)
+	for range 3 {
+		if err := a.Learn(ctx, "k", bareThrottle); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if at := hashInt(t, c, a, "k", "ac"); at == cutAt {
+		t.Fatal("throttles of requests sent at the pace did not cut")
 	}
 }
 
@@ -355,5 +425,45 @@ func TestPoisonedFleetPace(t *testing.T) {
 			q.Close()
 			c.Del(ctx, quota)
 		}
+	}
+}
+
+// TestAFleetGetsPastABlock: a server that blocks a key for a second after
+// a violation, and starts the block again with every request that comes
+// during it, answering all of them with bare 429s. Three processes that
+// share their pace must keep away from it together for longer than the
+// block, then go on at the pace they had: cut by every throttle into the
+// block, their pace fell to the floor, 0.5/s against a server of 20/s, and
+// stayed there (28 of 300 requests in a minute; one process alone sent
+// 297 in a minute). See TestThrottlesIntoABlockDoNotCutTheFleet.
+func TestAFleetGetsPastABlock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a fleet of 3 processes for some seconds")
+	}
+	addr := redisAddr(t)
+	fs, err := fakeserver.Start(fakeserver.Config{Limit: 20, Window: time.Second, Burst: 10, Dialect: fakeserver.Bare{},
+		Penalty: fakeserver.Penalty{Block: time.Second, Extend: true, BlockStates: fakeserver.StateNothing}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	const n = 150
+	res := runFleet(t, 3, workerConfig{
+		Redis: addr, URL: fs.URL, Prefix: testPrefix(t),
+		Goroutines: 4, NoLimit: true, Requests: n / 3,
+		Timeout: 2 * time.Second,
+		Start:   time.Now().Add(2 * time.Second), Duration: 60 * time.Second,
+	})
+	var ok, tooMany, errs int64
+	for i, r := range res {
+		t.Logf("worker %d: %d ok, %d 429, %d errors; %+v", i, r.OK, r.TooMany, r.Errors, r.Stats)
+		ok, tooMany, errs = ok+r.OK, tooMany+r.TooMany, errs+r.Errors
+	}
+	st := fs.Server.Stats()
+	t.Logf("server: %d admitted, %d rejected, %d blocked", st.Admitted, st.Rejected, st.Blocked)
+	// Counts, not times: at the floor, 150 requests take 5 minutes and the
+	// run ends at one, with most of them failed (their waits outlive it).
+	if errs > 0 || ok < n-10 {
+		t.Errorf("%d of %d requests answered 200, %d errors, in a minute; the fleet did not get past the block", ok, n, errs)
 	}
 }
