@@ -248,7 +248,7 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 		return
 	}
 	if !sig.Throttled && m.punished(now) {
-		m.window, m.early, m.lo, m.hi, m.rate = true, false, 0, 0, 0
+		m.takeWindows()
 	}
 	if m.secondReset && m.msReset {
 		// Its other answers stated their resets to the millisecond: one
@@ -467,8 +467,15 @@ func (m *serverModel) judgeTrickle(seq uint64, throttled bool) {
 	case m.trickles || m.early:
 		m.missed = true
 	default:
-		m.window, m.lo, m.hi, m.rate = true, 0, 0, 0
+		m.takeWindows()
 	}
+}
+
+// takeWindows makes the model one of windows (fixed or sliding), whose
+// quota comes back at its resets and not before: no rate, and none of the
+// bounds that resets read as a bucket's put on one.
+func (m *serverModel) takeWindows() {
+	m.window, m.early, m.lo, m.hi, m.rate = true, false, 0, 0, 0
 }
 
 // punished reports, at now, the first answer that states a quota after a
@@ -577,7 +584,7 @@ func (m *serverModel) stays(now, flight int64, left float64, reset time.Duration
 		seenLo -= int64(m.gap)
 	}
 	if at := satAdd(now, int64(reset)); at-flight <= m.resetSeen+stillTolerance && seenLo <= at+stillTolerance {
-		m.window, m.lo, m.hi = true, 0, 0
+		m.takeWindows()
 	}
 }
 
@@ -706,7 +713,7 @@ func (m *serverModel) bound(left float64, reset time.Duration) {
 		// contradiction of coarse bounds is a fixed window: its quota
 		// comes back all at once, at resets that stay put.
 		if m.coarse {
-			m.window, m.lo, m.hi = true, 0, 0
+			m.takeWindows()
 			return
 		}
 		m.coarse = true

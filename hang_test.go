@@ -68,6 +68,35 @@ func (h *hangRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
+// delayedRT answers each request 200 after delay(req), or with its
+// context's error if its caller gives up first.
+func delayedRT(delay func(*http.Request) time.Duration) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		tm := time.NewTimer(delay(req))
+		defer tm.Stop()
+		select {
+		case <-tm.C:
+			return (&stubRT{status: 200}).RoundTrip(req)
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	})
+}
+
+// slowRouteRT answers / after 5 ms, and /slow only when its caller gives
+// up, counting the requests for /slow in n, if not nil.
+func slowRouteRT(n *atomic.Int64) http.RoundTripper {
+	return delayedRT(func(req *http.Request) time.Duration {
+		if req.URL.Path != "/slow" {
+			return 5 * time.Millisecond
+		}
+		if n != nil {
+			n.Add(1)
+		}
+		return time.Hour
+	})
+}
+
 // perWindow returns the requests sent in each span of width from start,
 // up to until.
 func (h *hangRT) perWindow(width, until time.Duration) []int {
@@ -273,21 +302,7 @@ func TestAHangOpensTheBreaker(t *testing.T) {
 func TestCallersThatGiveUpOnAHostThatAnswersDoNotTakeItDown(t *testing.T) {
 	// routeRT answers / after 5 ms, and /slow when its caller gives up.
 	var slow atomic.Int64
-	routeRT := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		d := 5 * time.Millisecond
-		if req.URL.Path == "/slow" {
-			slow.Add(1)
-			d = time.Hour
-		}
-		tm := time.NewTimer(d)
-		defer tm.Stop()
-		select {
-		case <-tm.C:
-			return (&stubRT{status: 200}).RoundTrip(req)
-		case <-req.Context().Done():
-			return nil, req.Context().Err()
-		}
-	})
+	routeRT := slowRouteRT(&slow)
 	get := func(tr http.RoundTripper, path string, timeout time.Duration) error {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
@@ -451,19 +466,11 @@ func TestCallersThatGiveUpOnAHostThatAnswersMostDoNotTakeItDown(t *testing.T) {
 	// that turns slow, to callers that wait 2 s, whose usual latency takes
 	// a while to learn it.
 	slowRT := func(start time.Time, n *atomic.Int64) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			d := 5 * time.Millisecond
-			if time.Since(start) >= 2*time.Second {
-				d = 1500*time.Millisecond + time.Duration(n.Add(1)*7919%1000)*time.Millisecond
+		return delayedRT(func(*http.Request) time.Duration {
+			if time.Since(start) < 2*time.Second {
+				return 5 * time.Millisecond
 			}
-			tm := time.NewTimer(d)
-			defer tm.Stop()
-			select {
-			case <-tm.C:
-				return (&stubRT{status: 200}).RoundTrip(req)
-			case <-req.Context().Done():
-				return nil, req.Context().Err()
-			}
+			return 1500*time.Millisecond + time.Duration(n.Add(1)*7919%1000)*time.Millisecond
 		})
 	}
 	t.Run("turns slow", func(t *testing.T) {
@@ -477,20 +484,7 @@ func TestCallersThatGiveUpOnAHostThatAnswersMostDoNotTakeItDown(t *testing.T) {
 	})
 	// mixRT answers / after 5 ms, and /slow (a long poll, or a slow route)
 	// when its caller gives up.
-	mixRT := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		d := 5 * time.Millisecond
-		if req.URL.Path == "/slow" {
-			d = time.Hour
-		}
-		tm := time.NewTimer(d)
-		defer tm.Stop()
-		select {
-		case <-tm.C:
-			return (&stubRT{status: 200}).RoundTrip(req)
-		case <-req.Context().Done():
-			return nil, req.Context().Err()
-		}
-	})
+	mixRT := slowRouteRT(nil)
 	loop := func(tr http.RoundTripper, path string, timeout time.Duration, stop time.Time) {
 		for time.Now().Before(stop) {
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)

@@ -429,9 +429,6 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 	if resp == nil && err == nil {
 		err = errNilResponse // a broken base: an error, not a panic
 	}
-	if err != nil && ctx.Err() != nil {
-		c.gaveUp(s)
-	}
 	downBefore := t.fleet != nil && k.isDown() // before this answer settles
 	if o != nil {
 		o.sent(ctx, c.req, c.key, err)
@@ -480,9 +477,13 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 }
 
 // sendFailed settles the attempt of slot s, which got err and no response,
-// and gives the slot back.
+// and gives the slot back. If the caller gave up, it notes whether on a
+// host that hangs (c.hung, see gaveUp).
 func (c *call) sendFailed(s *slot, err error) outageVerdict {
 	k := s.k
+	if c.ctx.Err() != nil {
+		c.gaveUp(s)
+	}
 	hv := c.failVerdict(err)
 	k.settle(&s.dep, hv)
 	k.unanswered(&s.dep)
@@ -513,9 +514,6 @@ func (c *call) sendPlain(s *slot, out *http.Request, sig *ratelimitheader.Signal
 	}
 	var hv outageVerdict
 	if err != nil {
-		if c.ctx.Err() != nil {
-			c.gaveUp(s)
-		}
 		hv = c.sendFailed(s, err)
 	} else if c.t.parser.Relevant(resp.StatusCode, resp.Header) {
 		hv = c.t.observeSignal(c.ctx, k, &s.dep, c.req.URL.Path, resp, sig)

@@ -342,15 +342,10 @@ func windowedName(k string) (kind string, f xField, period time.Duration) {
 // (Xero's X-DayLimit-Remaining: Day; X-AppMinLimit-Remaining: AppMin), or
 // "". X-RateLimit- is not one: its word names no window.
 func xLimitWord(k string) string {
-	const lim = "limit"
-	if len(k) < len("X-Daylimit-A") || k[0]|0x20 != 'x' || k[1] != '-' {
+	w := xWordBefore(k, "limit")
+	if len(w) < len("Day") {
 		return ""
 	}
-	j := strings.IndexByte(k[2:], '-')
-	if j <= len(lim) || 3+j >= len(k) || !eqFold(k[2+j-len(lim):2+j], lim) {
-		return ""
-	}
-	w := k[2 : 2+j-len(lim)]
 	if _, d := splitWindowWord(w); d == 0 {
 		return ""
 	}

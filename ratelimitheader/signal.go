@@ -585,16 +585,20 @@ func vendorRest(k string) string {
 // X-<Word>RateLimit-<field>, in any case (Strava's X-ReadRateLimit-Usage,
 // Cloudinary's X-FeatureRateLimit-Remaining), or "": the word is the kind
 // of the field's limit.
-func xWordKind(k string) string {
-	const rl = "ratelimit"
-	if len(k) < len("X-Aratelimit-B") || k[0]|0x20 != 'x' || k[1] != '-' {
+func xWordKind(k string) string { return xWordBefore(k, "ratelimit") }
+
+// xWordBefore returns the word of a field name k of the form
+// X-<Word><suffix>-<field>, in any case, or "" if k has no such form;
+// suffix is in lower case.
+func xWordBefore(k, suffix string) string {
+	if len(k) < len("X-A-B")+len(suffix) || k[0]|0x20 != 'x' || k[1] != '-' {
 		return ""
 	}
 	j := strings.IndexByte(k[2:], '-')
-	if j <= len(rl) || 3+j >= len(k) || !eqFold(k[2+j-len(rl):2+j], rl) {
+	if j <= len(suffix) || 3+j >= len(k) || !eqFold(k[2+j-len(suffix):2+j], suffix) {
 		return ""
 	}
-	return k[2 : 2+j-len(rl)]
+	return k[2 : 2+j-len(suffix)]
 }
 
 // mayBeVendor reports whether k may be a vendor's field (see vendorRest):

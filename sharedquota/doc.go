@@ -95,13 +95,18 @@
 // limits is counted, so that a cut measures what the whole fleet sent
 // between two throttles (the server's rate, when its bucket was empty at
 // both), and a throttle of a request reserved before the last cut changes
-// nothing. A cut is published, and the requests booked at the old pace
+// nothing. A throttle of the first request since a cut measures no rate
+// (it met the bucket the cut emptied, or a block): the pace stays, and the
+// fleet's next request waits a backoff that doubles with each such
+// throttle in a row, so that a block each request restarts ends. A cut is
+// published, and the requests booked at the old pace
 // reserve again before they leave. With nothing learned, the fleet's first
 // request goes alone and the other processes' wait for its answer (a
 // second at most).
 //
 //	headway:{3f1c...}:q      also: li, lb, lu (the learned policy), lt (its TAT);
 //	                         ar, ac, as, acn, at (the pace after bare throttles),
+//	                         am, amn, ab (its backoff after throttles that measured nothing),
 //	                         an, a1 (the count of reservations without limits),
 //	                         po, ph (the fleet's probe)
 //

@@ -151,8 +151,8 @@ func TestThrottlesIntoABlockDoNotCutTheFleet(t *testing.T) {
 	if at := hashInt(t, c, a, "k", "ac"); at == cutAt {
 		t.Fatal("a throttle after requests went through did not cut")
 	}
-	if n := hashInt(t, c, a, "k", "atn"); n != 0 {
-		t.Fatalf("the cut left %d throttles counted, want 0", n)
+	if n := hashInt(t, c, a, "k", "ab"); n != 0 {
+		t.Fatalf("the cut left %d throttles of the block counted, want 0", n)
 	}
 	// Probes at the pace, all throttled (a pace too fast for a slow
 	// server, not a block), do cut.

@@ -505,21 +505,21 @@ return 1
 // more than the pace at now). The pace becomes beta times what was
 // measured (1 - 1/sent when that is more, out of slow start: a measure
 // over many requests is cut less), and the next request waits one
-// interval at it. A throttle of the first request after a cut says
-// nothing of the new pace, and changes nothing.
+// interval at it.
 //
-// A throttle when nothing went through since the cut (the throttles of
-// reservations since, counted in "atn", are all of them) measures
-// nothing either: it is a block, a
-// pause, or a bucket the cut left empty. It changes no pace; the next
-// request waits a backoff that doubles with each such throttle in a row
-// ("ab"), and the measure starts again from it ("am", "amn").
+// A throttle of the first reservation since the cut, or since the last
+// such throttle, measures nothing either: it left into the bucket the
+// throttle before emptied, or into a block (a server that blocks a key
+// after a violation answers each probe into the block so). It changes no
+// pace; the next request waits a backoff that doubles with each such
+// throttle in a row ("ab"), and the measure starts again from it ("am",
+// "amn").
 //
 // KEYS[1]: the quota's hash (fields "ar": the rate at the cut, "ac": the
 // cut's instant, µs, "as": "1" in slow start, "acn": "an" at the cut,
 // "at": the pace's TAT, "am" and "amn": the instant and count the
-// measure starts from, if later than the cut, "atn": the throttles
-// since, "ab": the throttles in a row that measured nothing); ARGV[2]: the margin of the TTL, in ms; ARGV[3]:
+// measure starts from, if later than the cut, "ab": the throttles in a
+// row that measured nothing); ARGV[2]: the margin of the TTL, in ms; ARGV[3]:
 // the cap on waits, µs; ARGV[4]: the channel, on which a cut is published
 // as "c <hash name> <acn>". It returns the pace after it, in thousandths of
 // a request per second, 1 if it cut, 0 if the throttle was stale, and
@@ -528,8 +528,8 @@ var cutScript = redis.NewScript(prelude + aimdLua + `
 local bound = tonumber(ARGV[1])
 local margin = tonumber(ARGV[2]) * 1000
 local cap = tonumber(ARGV[3])
-local v = redis.call('HMGET', KEYS[1], 'exp', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'hw', 'am', 'amn', 'atn', 'ab')
-if rebased(v[9]) then v = redis.call('HMGET', KEYS[1], 'exp', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'hw', 'am', 'amn', 'atn', 'ab') end
+local v = redis.call('HMGET', KEYS[1], 'exp', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'hw', 'am', 'amn', 'ab')
+if rebased(v[9]) then v = redis.call('HMGET', KEYS[1], 'exp', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'hw', 'am', 'amn', 'ab') end
 local ar = valid(v[3], aimdMost)
 local ac = valid(v[4], now)
 local slow = v[5] == '1'
@@ -551,47 +551,35 @@ else
   -- last of them throttled.
   local cur = aimdRate(ar, ac, slow)
   -- The measure runs from the cut, or from the last throttle that
-  -- measured nothing (see below), with the throttles counted since.
+  -- measured nothing (see below).
   local from, fromn = ac, acn
   local am, amn = valid(v[10], now), math.floor(valid(v[11], 1e15) or -1)
   if am and am > ac and amn >= acn and amn <= an then
     from, fromn = am, amn
   end
-  local atn = math.min(math.floor(valid(v[12], 1e15) or 0), an - fromn)
   local since = math.min(bound, an) - fromn
-  if atn + 1 >= since then
-    -- Nothing went through since (every request since was throttled,
-    -- this one the last): what the fleet sent measures no rate. A
-    -- server that blocks a key for a while after a violation answers
-    -- so, every probe into the block included; cut by each of them, the
-    -- pace fell to the floor and stayed there long after the block (3
-    -- processes sent 28 of 300 requests in a minute, one alone 297).
-    -- The pace is kept, and the next request waits a backoff that
-    -- doubles with each such throttle in a row (from a quarter of a
-    -- second, up to the cap): a block that each request restarts ends
-    -- only when the fleet keeps away for longer than it lasts. The
-    -- measure starts again from here.
-    -- A request that had left before the last such throttle (out with
-    -- it, and throttled with it) changes nothing: the backoff doubles
-    -- once a round. Slow start ends: doubling on through a block, the
-    -- pace was thousands a second when it ended.
-    if since <= 0 then
-      return {math.floor(cur), 0, acn}
-    end
-    local ab = math.min(math.floor(valid(v[13], 64) or 0), 40)
+  if since <= 0 then
+    -- Out with the last throttle that measured nothing, and throttled
+    -- with it: the backoff doubles once a round, not once a request.
+    return {math.floor(cur), 0, acn}
+  end
+  if since == 1 then
+    -- The first request since: it measures no rate. Cut by each probe
+    -- into a block, the pace fell to the floor and stayed there long
+    -- after the block (3 processes sent 28 of 300 requests in a minute,
+    -- one alone 297). The pace is kept, slow start ends (doubling on
+    -- through a block, it was thousands a second when the block ended),
+    -- and the next request waits a backoff that doubles with each such
+    -- throttle in a row, from a quarter of a second up to the cap: a
+    -- block that each request restarts ends only when the fleet keeps
+    -- away for longer than it lasts. The measure starts again from here.
+    local ab = math.min(math.floor(valid(v[12], 64) or 0), 40)
     at = math.max(at, now + math.min(250000 * 2 ^ ab, cap))
-    redis.call('HSET', KEYS[1], 'am', string.format('%d', now), 'amn', string.format('%d', an), 'atn', '0',
+    redis.call('HSET', KEYS[1], 'am', string.format('%d', now), 'amn', string.format('%d', an),
       'ab', string.format('%d', ab + 1), 'at', string.format('%d', at), 'as', '0', 'hw', string.format('%d', now))
     return {math.floor(aimdRate(ar, ac, false)), 0, acn}
   end
-  -- Something went through: the backoff is over.
-  redis.call('HSET', KEYS[1], 'atn', string.format('%d', atn + 1), 'ab', '0', 'hw', string.format('%d', now))
   sent = math.min(bound, an) - acn
-  if sent < 2 then
-    -- The first request after the cut left into the bucket the last
-    -- throttle emptied: it says nothing of the new pace.
-    return {math.floor(cur), 0, acn}
-  end
   local cycle = math.max(now - from, 1)
   measured = math.min(cur, (since - 0.5) * 1000000000 / cycle)
   if slow and cycle > 1000000 and cur * 0.72 > measured then
@@ -615,7 +603,7 @@ local rate = math.max(wmax * keep, aimdFloor)
 -- hear of the cut, published below, before they leave).
 at = now + math.ceil(1000000000 / rate)
 local hs = {'ar', string.format('%d', math.floor(wmax)), 'ac', string.format('%d', now), 'as', slow and '1' or '0',
-  'acn', string.format('%d', an), 'a1', string.format('%d', now), 'at', string.format('%d', at), 'atn', '0', 'ab', '0'}
+  'acn', string.format('%d', an), 'a1', string.format('%d', now), 'at', string.format('%d', at), 'ab', '0'}
 save(hs, v[1], math.max(now + aimdLife, at), margin, cap, true)
 redis.call('PUBLISH', ARGV[4], 'c ' .. KEYS[1] .. ' ' .. string.format('%d', an))
 return {math.floor(rate), 1, an}
