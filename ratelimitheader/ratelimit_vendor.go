@@ -433,7 +433,7 @@ func (g *xGroup) add(in *input, s *Signal) {
 		}
 		if ok {
 			s.AddRetryAfter(d)
-			s.Throttled = s.Throttled || in.Status == http.StatusForbidden
+			s.Throttled = s.Throttled || throttledIfStated(in.Status)
 		}
 	}
 	var lb, rb, tb, ub [4]string
