@@ -853,8 +853,9 @@ func (githubDialect) parse(in *input, s *Signal) {
 }
 
 // discordDialect reads Discord's scope (X-RateLimit-Global: true,
-// X-RateLimit-Scope: global) and the JSON body of its 429s: a precise
-// retry_after in seconds (Telegram sends one too) and "global": true.
+// X-RateLimit-Scope: global) and the JSON body of its 429s: "global": true,
+// and a delay in seconds, Discord's precise retry_after and the others'
+// (see bodyDelayKeys).
 type discordDialect struct{}
 
 func (discordDialect) String() string { return "discord" }
@@ -871,15 +872,25 @@ func (discordDialect) parse(in *input, s *Signal) {
 	if in.Status != http.StatusTooManyRequests || len(in.Body) == 0 {
 		return
 	}
-	if v, isString, ok := jsonValue(in.Body, "retry_after"); ok && !isString {
-		if n, frac, ok := parseNumber(string(v)); ok {
-			s.refineRetryAfter(toDuration(n, frac, time.Second))
+	for _, key := range bodyDelayKeys {
+		if v, isString, ok := jsonValue(in.Body, key); ok && !isString {
+			if n, frac, ok := parseNumber(string(v)); ok {
+				s.refineRetryAfter(toDuration(n, frac, time.Second))
+			}
 		}
 	}
 	if v, isString, ok := jsonValue(in.Body, "global"); ok && !isString && string(v) == "true" {
 		s.Scope = ScopeGlobal
 	}
 }
+
+// bodyDelayKeys are the JSON members, at any depth, in which a 429's body
+// states how many seconds to wait, as a number: retry_after (Discord,
+// Telegram's parameters.retry_after, Dropbox's RateLimitError) and
+// retry_in_seconds (monday.com's errors[].extensions, API changelog,
+// Updated complexity budget exhausted error). A delay the body states as a
+// string, or with a sign or an exponent, is ignored.
+var bodyDelayKeys = [...]string{"retry_after", "retry_in_seconds"}
 
 // openAIDialect recognises a billing error that OpenAI (and Azure OpenAI)
 // answer with a 429: "insufficient_quota" or "billing_hard_limit_reached" as

@@ -373,7 +373,8 @@ var builtinDialects = []Dialect{
 // Parse runs them: IETF RateLimit (drafts -06 to -11), X-RateLimit-*
 // (GitHub, Discord, Reddit, OpenAI, Kong, Okta, Twitter/X, Atlassian,
 // Linear, RapidAPI, Strava, Trello, Azure, Datadog, and the windows Etsy
-// and Xero name), GitHub's 403, Discord's body, OpenAI's billing
+// and Xero name), GitHub's 403, Discord's body (and the delays other
+// bodies state), OpenAI's billing
 // errors, Anthropic, Shopify, HubSpot, Zendesk, Stripe, Google APIs
 // (Gemini's RetryInfo), Salesforce, Atlassian's RateLimit-Reason and
 // Linear's 400 RATELIMITED. Append your own to add a vendor. Each built-in

@@ -128,6 +128,7 @@ func FuzzVendor(f *testing.F) {
 	f.Add(uint16(429), "60000", "1500", "")
 	f.Add(uint16(200), "Total=100, REMAINING=0; reset=7", "remaining=0; resets=99999999999999999999999;;=", "")
 	f.Add(uint16(429), "Microsoft.Compute/HighCostGet3Min;0,Microsoft.Compute/HighCostGet30Min;587", "Microsoft.Compute/PutVM30Min; 99999999999999999999", "")
+	f.Add(uint16(429), "0", "7", `{"errors":[{"extensions":{"code":"COMPLEXITY_BUDGET_EXHAUSTED","retry_in_seconds":7}}]}`)
 	f.Add(uint16(418), "120", "-5", `{"code":-1003,"msg":"Way too much request weight used; IP banned until 1773144120000."}`)
 	f.Fuzz(func(t *testing.T, status uint16, a, b, body string) {
 		h := http.Header{"Date": {fuzzDate}}
