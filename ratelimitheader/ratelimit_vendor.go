@@ -264,18 +264,10 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 			kind += sub
 		}
 		var g *xGroup
-		for i := range groups {
-			if groups[i].kind == kind {
-				g = &groups[i]
-				break
-			}
-		}
+		groups, g = member(groups, maxXGroups, kind, func(g *xGroup) string { return g.kind },
+			func() xGroup { return xGroup{kind: kind} })
 		if g == nil {
-			if len(groups) == maxXGroups {
-				continue
-			}
-			groups = append(groups, xGroup{kind: kind})
-			g = &groups[len(groups)-1]
+			continue
 		}
 		if period > 0 {
 			g.period = period
@@ -291,6 +283,23 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 	if problem != "" && s.Throttled {
 		readProblem(problem, s)
 	}
+}
+
+// member returns list and its member named name (by nameOf), fresh()
+// appended to list if it has none and holds fewer than limit members; nil
+// when it is full. It serves the groups of one response's fields, in an
+// array on the caller's stack that limit keeps list from outgrowing.
+func member[T any](list []T, limit int, name string, nameOf func(*T) string, fresh func() T) ([]T, *T) {
+	for i := range list {
+		if nameOf(&list[i]) == name {
+			return list, &list[i]
+		}
+	}
+	if len(list) >= limit {
+		return list, nil
+	}
+	list = append(list, fresh())
+	return list, &list[len(list)-1]
 }
 
 // windowedName returns the kind, the field and the window of a field whose
