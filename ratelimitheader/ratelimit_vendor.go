@@ -18,7 +18,7 @@ import (
 //     (Zendesk) and X-RateLimit, read as a Limit; and a vendor's name
 //     between X- and either (Sentry's X-Sentry-Rate-Limit-, Brevo's
 //     X-Sib-Ratelimit-, Azure's X-Ms-Ratelimit-), but HubSpot's, which its
-//     dialect reads;
+//     dialect reads, the bare X-<vendor>-RateLimit a Limit too (Discogs');
 //   - fields Limit (also spelt Max, Total), Remaining, Reset (also spelt
 //     Reset-At, ResetAt, Reset-Time, ResetTime), Reset-After (Discord's
 //     precise delta, preferred to Reset), Reset-Ms (a delta or an epoch in

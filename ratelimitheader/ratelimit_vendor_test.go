@@ -296,3 +296,34 @@ func TestXWordRateLimit(t *testing.T) {
 			want:    Signal{}},
 	})
 }
+
+// A vendor's fields are its X-<vendor>-RateLimit-<field>; the bare
+// X-<vendor>-RateLimit is its limit, as the bare X-RateLimit is.
+func TestVendorRest(t *testing.T) {
+	for k, want := range map[string]string{
+		"X-Sentry-Rate-Limit-Remaining": "Remaining", "x-sib-ratelimit-reset": "reset", "Fastly-RateLimit-Reset": "Reset",
+		"X-Discogs-Ratelimit": "Limit", "x-discogs-ratelimit": "Limit", "X-Discogs-Rate-Limit": "Limit",
+		"Fastly-Ratelimit": "", "X-Discogs-Ratelimited": "", "X-Envoy-Ratelimited": "", "X-Discogs-Ratelimit-": "",
+		"X-Hubspot-Ratelimit": "", "X-Ratelimit": "", "X-Discogs-Rate": "",
+	} {
+		if got := vendorRest(k); got != want {
+			t.Errorf("vendorRest(%q) = %q, want %q", k, got, want)
+		}
+	}
+	runCases(t, nil, []signalCase{
+		{name: "a bare vendor limit completes its remaining", status: 200,
+			headers: [][2]string{{"X-Discogs-Ratelimit", "60"}, {"X-Discogs-Ratelimit-Remaining", "59"}},
+			want:    Signal{Remaining: 59, HasRemaining: true, Limit: 60}},
+		{name: "a bare vendor limit with used: what is left is the difference", status: 200,
+			headers: [][2]string{{"x-discogs-ratelimit", "60"}, {"x-discogs-ratelimit-used", "45"}},
+			want:    Signal{Remaining: 15, HasRemaining: true, Limit: 60}},
+		{name: "a bare vendor limit alone says nothing", status: 200,
+			headers: [][2]string{{"X-Discogs-Ratelimit", "60"}}, want: Signal{}},
+		{name: "malformed bare limits ignored", status: 200,
+			headers: [][2]string{{"X-Discogs-Ratelimit", "-60"}, {"X-Other-Ratelimit", "NaN, 1e3"}, {"X-Discogs-Ratelimit-Remaining", "5"}},
+			want:    Signal{Remaining: 5, HasRemaining: true}},
+		{name: "a huge bare limit saturates", status: 200,
+			headers: [][2]string{{"X-Discogs-Ratelimit", "99999999999999999999999"}, {"X-Discogs-Ratelimit-Remaining", "5"}},
+			want:    Signal{Remaining: 5, HasRemaining: true, Limit: 1<<63 - 1}},
+	})
+}

@@ -566,9 +566,11 @@ func throttledIfStated(status int) bool {
 // vendor's RateLimit- or Rate-Limit- prefix, with or without an X- before
 // the vendor's name (Sentry's X-Sentry-Rate-Limit-Remaining, Brevo's
 // x-sib-ratelimit-reset, Fastly's Fastly-RateLimit-Remaining), or "": a
-// field of the X-RateLimit family. The vendors whose fields a dialect of
-// their own reads (HubSpot, Anthropic, Zendesk) and Atlassian's
-// Beta-RateLimit (the IETF fields) are not vendors here.
+// field of the X-RateLimit family. The bare X-<vendor>-RateLimit states
+// the limit, as the bare X-RateLimit does (Discogs' X-Discogs-Ratelimit
+// beside X-Discogs-Ratelimit-Remaining): its rest is "Limit". The vendors
+// whose fields a dialect of their own reads (HubSpot, Anthropic, Zendesk)
+// and Atlassian's Beta-RateLimit (the IETF fields) are not vendors here.
 func vendorRest(k string) string {
 	if len(k) < len("A-Ratelimit-B") {
 		return ""
@@ -596,6 +598,9 @@ func vendorRest(k string) string {
 		if hasPrefixFold(rest, p) {
 			return rest[len(p):]
 		}
+	}
+	if start == 2 && (eqFold(rest, "ratelimit") || eqFold(rest, "rate-limit")) {
+		return "Limit"
 	}
 	return ""
 }
