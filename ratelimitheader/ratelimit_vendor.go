@@ -54,7 +54,9 @@ import (
 // tenants, a global pause).
 //
 // With several scopes or windows, the one with the fewest left binds (see
-// Signal.AddQuota).
+// Signal.AddQuota). A 429 that says nothing of what is left of any window
+// but names a reset met the window of that reset: it is spent, its reset
+// the wait (Contentful's X-Contentful-RateLimit-Reset).
 //
 // A Remaining may list named policies, <policy>;<count>, each a window of
 // its own whose name may end with its length (Azure's
@@ -277,8 +279,12 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 		}
 		g.lines[f] = addLines(g.lines[f], vs)
 	}
+	silent := !s.HasRemaining // no field of the response says what is left
 	for i := range groups {
-		groups[i].add(in, s)
+		silent = silent && len(groups[i].lines[xRemaining])+len(groups[i].lines[xUsed]) == 0
+	}
+	for i := range groups {
+		groups[i].add(in, s, silent)
 	}
 	if problem != "" && s.Throttled {
 		readProblem(problem, s)
@@ -409,8 +415,9 @@ func readProblem(v string, s *Signal) {
 	}
 }
 
-// add records the windows of g in s.
-func (g *xGroup) add(in *input, s *Signal) {
+// add records the windows of g in s; silent reports that no field of the
+// response says what is left of any window.
+func (g *xGroup) add(in *input, s *Signal, silent bool) {
 	unit, period := xKind(g.kind)
 	if g.period > 0 {
 		period = g.period
@@ -531,10 +538,13 @@ func (g *xGroup) add(in *input, s *Signal) {
 	for _, v := range resets {
 		w.addReset(parse(v, in))
 	}
-	if !w.hasRem && len(rem)+len(used) == 0 && w.hasRst && period > 0 && in.Status == http.StatusTooManyRequests {
+	if !w.hasRem && len(rem)+len(used) == 0 && w.hasRst && (period > 0 || silent) && in.Status == http.StatusTooManyRequests {
 		// A 429 that describes one window by its length and reset, and
 		// says nothing of what is left (ImageKit's Limit, Reset and
-		// Interval): the window it met, spent.
+		// Interval), or that says nothing of what is left of any window
+		// and names a reset (Contentful's X-Contentful-RateLimit-Reset,
+		// the seconds until the next request may go): the window it met,
+		// spent.
 		w.hasRem = true
 	}
 	w.add(s, period, unit)

@@ -327,3 +327,34 @@ func TestVendorRest(t *testing.T) {
 			want:    Signal{Remaining: 5, HasRemaining: true, Limit: 1<<63 - 1}},
 	})
 }
+
+// A 429 that says nothing of what is left, but names a reset: the window
+// it met is spent until then (Contentful).
+func TestSilent429Reset(t *testing.T) {
+	const s = time.Second
+	runCases(t, nil, []signalCase{
+		{name: "Contentful", status: 429,
+			headers: [][2]string{{"x-contentful-ratelimit-second-limit", "55"}, {"x-contentful-ratelimit-reset", "1"}},
+			want:    Signal{Throttled: true, Wait: s, HasWait: true, HasRemaining: true, Reset: s}},
+		{name: "a bare reset", status: 429, headers: [][2]string{dateNow, {"X-RateLimit-Reset", "1773144030"}},
+			want: Signal{Throttled: true, Wait: 30 * s, HasWait: true, HasRemaining: true, Reset: 30 * s}},
+		{name: "Retry-After wins", status: 429, headers: [][2]string{{"Retry-After", "5"}, {"X-RateLimit-Reset", "30"}},
+			want: Signal{Throttled: true, Wait: 5 * s, HasWait: true, RetryAfter: true, HasRemaining: true, Reset: 30 * s}},
+		{name: "another window states what is left: not this one's reset", status: 429,
+			headers: [][2]string{{"X-RateLimit-Reset", "30"}, {"X-RateLimit-Remaining-Hour", "57"}},
+			want:    Signal{Throttled: true, Remaining: 57, HasRemaining: true, Period: time.Hour}},
+		{name: "the IETF fields state what is left", status: 429,
+			headers: [][2]string{{"X-RateLimit-Reset", "30"}, {"RateLimit-Remaining", "3"}},
+			want:    Signal{Throttled: true, Remaining: 3, HasRemaining: true}},
+		{name: "a 200 says nothing", status: 200, headers: [][2]string{{"X-RateLimit-Reset", "30"}}, want: Signal{}},
+		{name: "a 503 says nothing of a window", status: 503, headers: [][2]string{{"X-RateLimit-Reset", "30"}},
+			want: Signal{Throttled: true}},
+		{name: "a negative reset", status: 429, headers: [][2]string{{"X-RateLimit-Reset", "-30"}}, want: Signal{Throttled: true}},
+		{name: "NaN", status: 429, headers: [][2]string{{"X-RateLimit-Reset", "NaN"}}, want: Signal{Throttled: true}},
+		{name: "an exponent", status: 429, headers: [][2]string{{"X-RateLimit-Reset", "3e1"}}, want: Signal{Throttled: true}},
+		{name: "a reset beyond any clock", status: 429, headers: [][2]string{{"X-RateLimit-Reset", "99999999999999999999999"}},
+			want: Signal{Throttled: true}},
+		{name: "a reset a day off: over the cap", status: 429, headers: [][2]string{dateNow, {"X-RateLimit-Reset", "1773230400"}},
+			want: Signal{Throttled: true, Wait: 24 * time.Hour, HasWait: true, OverMaxServerWait: true, HasRemaining: true, Reset: 24 * time.Hour}},
+	})
+}
