@@ -83,6 +83,11 @@ func FuzzIETF(f *testing.F) {
 			"Ratelimit-Limit":     {limitField},
 			"Ratelimit-Remaining": {limitField},
 			"Ratelimit-Reset":     {limitField},
+			// Yelp's joined names: a scope and a window before Limit and Remaining.
+			"Ratelimit-Dailylimit":         {limitField},
+			"Ratelimit-Resourcedailylimit": {policy},
+			"Ratelimit-Resourceremaining":  {limitField, limit},
+			"Ratelimit-Resettime":          {limit},
 		}
 		for _, status := range []int{200, 429} {
 			checkFuzzed(t, Parse(&Input{Status: status, Header: h, Now: caseNow}))
@@ -109,6 +114,7 @@ var vendorFields = []string{
 	"X-Featureratelimit-Remaining", "X-Featureratelimit-Reset", "X-Ms-Ratelimit-Remaining-Resource",
 	"X-Limit-Per-Second", "X-Remaining-This-Second", "X-Limit-Per-Day", "X-Remaining-Today", "X-Daylimit-Remaining",
 	"X-Minlimit-Remaining", "X-Appminlimit-Remaining", "X-Rate-Limit-Problem",
+	"X-Discogs-Ratelimit", "X-Contentful-Ratelimit-Reset", "X-Contentful-Ratelimit-Second-Limit",
 }
 
 func FuzzVendor(f *testing.F) {
