@@ -1,12 +1,14 @@
 // Package ratelimitheader reads what an HTTP response says about rate
-// limiting: whether it rejected the request (a 429, a 503, a vendor's 403),
-// how long to wait before the next request (Retry-After and its variants,
-// the reset of an exhausted quota), and what quota is left (the IETF
+// limiting: whether it rejected the request (a 429, a 503, a vendor's 403,
+// a 418 ban), how long to wait before the next request (Retry-After and its
+// variants, the reset of an exhausted quota), and what quota is left (the IETF
 // RateLimit and RateLimit-Policy fields, drafts -06 to -11, and the vendor
 // dialects: X-RateLimit-* in its many spellings and scopes, GitHub, Discord,
 // OpenAI, Anthropic, Shopify, HubSpot, Zendesk, Stripe, Google APIs,
-// Salesforce, Atlassian, Linear, Azure's resource providers, Etsy, Xero). Of several windows, a spent one governs
-// the wait, and the one with the fewest left is the quota reported.
+// Salesforce, Atlassian, Linear, Azure's resource providers, Etsy, Xero,
+// Yelp, Discogs, Contentful), and the delays a 429's body states (Discord, Telegram,
+// Dropbox, monday.com). Of several windows, a spent one governs the wait,
+// and the one with the fewest left is the quota reported.
 //
 // It is pure: Parse and Parser.Parse take the status, the header, a prefix
 // of the body and the clocks, and return a Signal; they never block, never

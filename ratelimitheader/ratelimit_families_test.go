@@ -201,3 +201,38 @@ func TestKeyedWindow(t *testing.T) {
 			want:    Signal{HasRemaining: true}},
 	})
 }
+
+// Binance bans an address that ignores its 429s with a 418 whose
+// Retry-After is the seconds until the ban ends: throttled, every key of the
+// host waits. A 418 that states no usable delay says nothing.
+func TestTeapotBan(t *testing.T) {
+	const s = time.Second
+	ban := func(kv ...string) [][2]string {
+		h := [][2]string{dateNow}
+		for i := 0; i < len(kv); i += 2 {
+			h = append(h, [2]string{kv[i], kv[i+1]})
+		}
+		return h
+	}
+	runCases(t, nil, []signalCase{
+		{name: "Retry-After", status: 418, headers: ban("Retry-After", "120"),
+			want: Signal{Throttled: true, Scope: ScopeGlobal, Wait: 120 * s, HasWait: true, RetryAfter: true}},
+		{name: "an HTTP-date", status: 418, headers: ban("Retry-After", "Tue, 10 Mar 2026 12:02:00 GMT"),
+			want: Signal{Throttled: true, Scope: ScopeGlobal, Wait: 120 * s, HasWait: true, RetryAfter: true}},
+		{name: "a stated delay of the X- family", status: 418, headers: ban("X-RateLimit-Retry-After", "7"),
+			want: Signal{Throttled: true, Scope: ScopeGlobal, Wait: 7 * s, HasWait: true, RetryAfter: true}},
+		{name: "days: over the cap", status: 418, headers: ban("Retry-After", "259200"),
+			want: Signal{Throttled: true, Scope: ScopeGlobal, Wait: 259200 * s, HasWait: true, RetryAfter: true, OverMaxServerWait: true}},
+		{name: "huge: saturated, over the cap", status: 418, headers: ban("Retry-After", "99999999999999999999999"),
+			want: Signal{Throttled: true, Scope: ScopeGlobal, Wait: maxDuration, HasWait: true, RetryAfter: true, OverMaxServerWait: true}},
+		{name: "negative", status: 418, headers: ban("Retry-After", "-120"), want: Signal{}},
+		{name: "NaN", status: 418, headers: ban("Retry-After", "NaN"), want: Signal{}},
+		{name: "an exponent", status: 418, headers: ban("Retry-After", "1e3"), want: Signal{}},
+		{name: "empty", status: 418, headers: ban("Retry-After", ""), want: Signal{}},
+		{name: "no delay", status: 418, headers: ban(), want: Signal{}},
+		{name: "a quota without a delay is read, not throttled", status: 418,
+			headers: ban("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "30"),
+			want:    Signal{Wait: 30 * s, HasWait: true, HasRemaining: true, Reset: 30 * s}},
+		{name: "a 200 with Retry-After says nothing", status: 200, headers: ban("Retry-After", "120"), want: Signal{}},
+	})
+}

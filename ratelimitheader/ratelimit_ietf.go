@@ -25,6 +25,10 @@ import (
 //   - -06 and Kong: separate RateLimit-Limit, RateLimit-Remaining and
 //     RateLimit-Reset; GitLab's RateLimit-Reset as an epoch and
 //     RateLimit-ResetTime as an HTTP-date.
+//   - Yelp's names that join a scope and a window to the field's:
+//     RateLimit-DailyLimit, RateLimit-ResourceDailyLimit and
+//     RateLimit-ResourceRemaining, each scope a window of its own (see
+//     joinedWindows).
 //   - Atlassian's Beta-RateLimit and Beta-RateLimit-Policy, read as -11.
 type ietfDialect struct{}
 
@@ -272,9 +276,24 @@ func dictFolded(lines []string, q *Quota) bool {
 
 // ietfSeparate reads the separate fields of -06, Kong and GitLab. A count
 // may carry its window as a parameter, as early drafts wrote a policy
-// (Docker Hub's RateLimit-Remaining: 76;w=21600).
+// (Docker Hub's RateLimit-Remaining: 76;w=21600). Fields whose names join a
+// scope or a window to Limit and Remaining (Yelp's) are read too, see
+// joinedWindows.
 func ietfSeparate(in *input, s *Signal) {
 	h := in.Header
+	var reset time.Duration
+	if d, ok := maxReset(h["Ratelimit-Reset"], in); ok {
+		reset = d
+	} else if d, ok := maxReset(h["Ratelimit-Resettime"], in); ok {
+		reset = d
+	}
+	var jb [maxJoined]joinedWindow
+	joined := joinedWindows(jb[:0], h)
+	for i := range joined {
+		if j := &joined[i]; j.hasRem {
+			s.AddQuota(Quota{Remaining: j.rem, Reset: reset, Limit: j.limit, Period: j.period})
+		}
+	}
 	r, ok := minCount(h["Ratelimit-Remaining"])
 	var window time.Duration // the w of the remaining count, if it has one
 	if !ok && hasParams(h["Ratelimit-Remaining"]) {
@@ -287,7 +306,7 @@ func ietfSeparate(in *input, s *Signal) {
 	if !ok {
 		return
 	}
-	q := Quota{Remaining: r}
+	q := Quota{Remaining: r, Reset: reset}
 	if pols := ietfPolicies(h["Ratelimit-Limit"]); len(pols) > 0 && !pols[0].named && hasParams(h["Ratelimit-Limit"]) {
 		// Early drafts: RateLimit-Limit: 10, 10;w=1, 1000;w=3600: the
 		// limit, then the policies, the one of the same size giving its
@@ -305,12 +324,76 @@ func ietfSeparate(in *input, s *Signal) {
 	if q.Period == 0 {
 		q.Period = window
 	}
-	if d, ok := maxReset(h["Ratelimit-Reset"], in); ok {
-		q.Reset = d
-	} else if d, ok := maxReset(h["Ratelimit-Resettime"], in); ok {
-		q.Reset = d
+	for _, j := range joined {
+		if j.scope == "" && j.hasLimit && q.Limit == 0 {
+			// RateLimit-DailyLimit: the size and window of RateLimit-Remaining's.
+			q.Limit, q.Period = j.limit, max(q.Period, j.period)
+		}
 	}
 	s.AddQuota(q)
+}
+
+// joinedWindow is one window of fields whose names join its scope and
+// window to the field's name (see joinedWindows).
+type joinedWindow struct {
+	scope            string
+	limit, rem       int64
+	period           time.Duration
+	hasLimit, hasRem bool
+}
+
+// maxJoined bounds the joined windows read from one response.
+const maxJoined = 4
+
+// joinedWindows appends to dst the windows of the fields whose names join
+// a scope, a window or both to Limit or Remaining without a hyphen, as
+// Yelp's do (Places API, Rate Limiting: RateLimit-DailyLimit,
+// RateLimit-Remaining, RateLimit-ResourceDailyLimit,
+// RateLimit-ResourceRemaining, RateLimit-ResetTime):
+// RateLimit-<scope><window>Limit and RateLimit-<scope><window>Remaining,
+// the window's name (Daily, Hour, Minute, ...; see windowWords) the
+// window's Period. Each scope is a window of its own, reset when the
+// field's RateLimit-Reset or RateLimit-ResetTime says; the scope "" is
+// -06's own window, whose Limit and Period a RateLimit-DailyLimit states.
+// h's keys are canonical; counts are validated as every count is.
+func joinedWindows(dst []joinedWindow, h map[string][]string) []joinedWindow {
+	for k, vs := range h {
+		rest, ok := strings.CutPrefix(k, "Ratelimit-")
+		if !ok || strings.IndexByte(rest, '-') >= 0 {
+			continue
+		}
+		word, isLimit := "", false
+		switch {
+		case len(rest) > len("remaining") && strings.HasSuffix(rest, "remaining"):
+			word = rest[:len(rest)-len("remaining")]
+		case len(rest) > len("limit") && strings.HasSuffix(rest, "limit"):
+			word, isLimit = rest[:len(rest)-len("limit")], true
+		default:
+			continue
+		}
+		n, ok := minCount(vs)
+		if !ok {
+			continue
+		}
+		scope, period := splitWindowWord(word)
+		if period == 0 {
+			scope = word
+		}
+		var j *joinedWindow
+		dst, j = member(dst, maxJoined, scope, func(j *joinedWindow) string { return j.scope },
+			func() joinedWindow { return joinedWindow{scope: scope} })
+		if j == nil {
+			continue
+		}
+		j.period = max(j.period, period)
+		switch {
+		case isLimit && (!j.hasLimit || n < j.limit):
+			j.limit, j.hasLimit = n, true
+		case !isLimit && (!j.hasRem || n < j.rem):
+			j.rem, j.hasRem = n, true
+		}
+	}
+	return dst
 }
 
 // hasParams reports whether a field's lines hold a parameter (";").

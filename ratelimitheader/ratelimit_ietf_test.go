@@ -84,3 +84,53 @@ func TestIETFShapes(t *testing.T) {
 			want:    ok(Signal{})},
 	})
 }
+
+// Yelp joins a scope and a window to Limit and Remaining without a hyphen:
+// RateLimit-ResourceDailyLimit, RateLimit-ResourceRemaining, each scope a
+// window of its own.
+func TestJoinedWindows(t *testing.T) {
+	const s, day = time.Second, 24 * time.Hour
+	midnight := [2]string{"RateLimit-ResetTime", "2026-03-11T00:00:00+00:00"}
+	yelp := func(kv ...string) [][2]string {
+		h := [][2]string{dateNow, midnight}
+		for i := 0; i < len(kv); i += 2 {
+			h = append(h, [2]string{kv[i], kv[i+1]})
+		}
+		return h
+	}
+	runCases(t, nil, []signalCase{
+		{name: "the endpoint's window binds", status: 200,
+			headers: yelp("RateLimit-DailyLimit", "500", "RateLimit-Remaining", "499", "RateLimit-ResourceDailyLimit", "100", "RateLimit-ResourceRemaining", "99"),
+			want:    Signal{Remaining: 99, HasRemaining: true, Reset: 12 * time.Hour, Limit: 100, Period: day}},
+		{name: "the account's window binds", status: 200,
+			headers: yelp("RateLimit-DailyLimit", "500", "RateLimit-Remaining", "9", "RateLimit-ResourceDailyLimit", "100", "RateLimit-ResourceRemaining", "99"),
+			want:    Signal{Remaining: 9, HasRemaining: true, Reset: 12 * time.Hour, Limit: 500, Period: day}},
+		{name: "lower case, a proxy's folded lines", status: 200,
+			headers: [][2]string{dateNow, {"ratelimit-resettime", "2026-03-11T00:00:00+00:00"}, {"ratelimit-resourcedailylimit", "100, 100"},
+				{"ratelimit-resourceremaining", "40, 30"}, {"ratelimit-remaining", "400"}},
+			want: Signal{Remaining: 30, HasRemaining: true, Reset: 12 * time.Hour, Limit: 100, Period: day}},
+		{name: "an endpoint's remaining alone", status: 429,
+			headers: [][2]string{{"RateLimit-ResourceRemaining", "0"}, {"RateLimit-Reset", "30"}},
+			want:    Signal{Throttled: true, Wait: 30 * s, HasWait: true, HasRemaining: true, Reset: 30 * s}},
+		{name: "a limit without a window", status: 200,
+			headers: [][2]string{{"RateLimit-SearchLimit", "10"}, {"RateLimit-SearchRemaining", "3"}},
+			want:    Signal{Remaining: 3, HasRemaining: true, Limit: 10}},
+		{name: "malformed counts ignored", status: 200,
+			headers: yelp("RateLimit-DailyLimit", "-500", "RateLimit-Remaining", "7", "RateLimit-ResourceDailyLimit", "NaN",
+				"RateLimit-ResourceRemaining", "1e3", "RateLimit-OtherRemaining", "", "RateLimit-ThirdRemaining", "-1"),
+			want: Signal{Remaining: 7, HasRemaining: true, Reset: 12 * time.Hour, Period: 0}},
+		{name: "a huge count saturates", status: 200,
+			headers: yelp("RateLimit-DailyLimit", "99999999999999999999999", "RateLimit-Remaining", "99999999999999999999999"),
+			want:    Signal{Remaining: 1<<63 - 1, HasRemaining: true, Reset: 12 * time.Hour, Limit: 1<<63 - 1, Period: day}},
+		{name: "RateLimit-Limit wins over a joined limit", status: 200,
+			headers: [][2]string{{"RateLimit-Limit", "60"}, {"RateLimit-DailyLimit", "500"}, {"RateLimit-Remaining", "59"}},
+			want:    Signal{Remaining: 59, HasRemaining: true, Limit: 60}},
+		{name: "no more than maxJoined scopes", status: 200,
+			headers: [][2]string{{"RateLimit-ARemaining", "9"}, {"RateLimit-BRemaining", "9"}, {"RateLimit-CRemaining", "9"},
+				{"RateLimit-DRemaining", "9"}, {"RateLimit-ERemaining", "9"}, {"RateLimit-FRemaining", "9"}},
+			want: Signal{Remaining: 9, HasRemaining: true}},
+		{name: "names that join nothing are not read", status: 200,
+			headers: [][2]string{{"RateLimit-Limit", "5"}, {"RateLimit-Remaining-Day", "1"}, {"RateLimit-Observed", "3"}},
+			want:    Signal{}},
+	})
+}

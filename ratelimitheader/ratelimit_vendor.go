@@ -18,7 +18,7 @@ import (
 //     (Zendesk) and X-RateLimit, read as a Limit; and a vendor's name
 //     between X- and either (Sentry's X-Sentry-Rate-Limit-, Brevo's
 //     X-Sib-Ratelimit-, Azure's X-Ms-Ratelimit-), but HubSpot's, which its
-//     dialect reads;
+//     dialect reads, the bare X-<vendor>-RateLimit a Limit too (Discogs');
 //   - fields Limit (also spelt Max, Total), Remaining, Reset (also spelt
 //     Reset-At, ResetAt, Reset-Time, ResetTime), Reset-After (Discord's
 //     precise delta, preferred to Reset), Reset-Ms (a delta or an epoch in
@@ -54,7 +54,9 @@ import (
 // tenants, a global pause).
 //
 // With several scopes or windows, the one with the fewest left binds (see
-// Signal.AddQuota).
+// Signal.AddQuota). A 429 that says nothing of what is left of any window
+// but names a reset met the window of that reset: it is spent, its reset
+// the wait (Contentful's X-Contentful-RateLimit-Reset).
 //
 // A Remaining may list named policies, <policy>;<count>, each a window of
 // its own whose name may end with its length (Azure's
@@ -264,18 +266,10 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 			kind += sub
 		}
 		var g *xGroup
-		for i := range groups {
-			if groups[i].kind == kind {
-				g = &groups[i]
-				break
-			}
-		}
+		groups, g = member(groups, maxXGroups, kind, func(g *xGroup) string { return g.kind },
+			func() xGroup { return xGroup{kind: kind} })
 		if g == nil {
-			if len(groups) == maxXGroups {
-				continue
-			}
-			groups = append(groups, xGroup{kind: kind})
-			g = &groups[len(groups)-1]
+			continue
 		}
 		if period > 0 {
 			g.period = period
@@ -285,12 +279,33 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 		}
 		g.lines[f] = addLines(g.lines[f], vs)
 	}
+	silent := !s.HasRemaining // no field of the response says what is left
 	for i := range groups {
-		groups[i].add(in, s)
+		silent = silent && len(groups[i].lines[xRemaining])+len(groups[i].lines[xUsed]) == 0
+	}
+	for i := range groups {
+		groups[i].add(in, s, silent)
 	}
 	if problem != "" && s.Throttled {
 		readProblem(problem, s)
 	}
+}
+
+// member returns list and its member named name (by nameOf), fresh()
+// appended to list if it has none and holds fewer than limit members; nil
+// when it is full. It serves the groups of one response's fields, in an
+// array on the caller's stack that limit keeps list from outgrowing.
+func member[T any](list []T, limit int, name string, nameOf func(*T) string, fresh func() T) ([]T, *T) {
+	for i := range list {
+		if nameOf(&list[i]) == name {
+			return list, &list[i]
+		}
+	}
+	if len(list) >= limit {
+		return list, nil
+	}
+	list = append(list, fresh())
+	return list, &list[len(list)-1]
 }
 
 // windowedName returns the kind, the field and the window of a field whose
@@ -400,8 +415,9 @@ func readProblem(v string, s *Signal) {
 	}
 }
 
-// add records the windows of g in s.
-func (g *xGroup) add(in *input, s *Signal) {
+// add records the windows of g in s; silent reports that no field of the
+// response says what is left of any window.
+func (g *xGroup) add(in *input, s *Signal, silent bool) {
 	unit, period := xKind(g.kind)
 	if g.period > 0 {
 		period = g.period
@@ -433,7 +449,7 @@ func (g *xGroup) add(in *input, s *Signal) {
 		}
 		if ok {
 			s.AddRetryAfter(d)
-			s.Throttled = s.Throttled || in.Status == http.StatusForbidden
+			s.Throttled = s.Throttled || throttledIfStated(in.Status)
 		}
 	}
 	var lb, rb, tb, ub [4]string
@@ -522,10 +538,13 @@ func (g *xGroup) add(in *input, s *Signal) {
 	for _, v := range resets {
 		w.addReset(parse(v, in))
 	}
-	if !w.hasRem && len(rem)+len(used) == 0 && w.hasRst && period > 0 && in.Status == http.StatusTooManyRequests {
+	if !w.hasRem && len(rem)+len(used) == 0 && w.hasRst && (period > 0 || silent) && in.Status == http.StatusTooManyRequests {
 		// A 429 that describes one window by its length and reset, and
 		// says nothing of what is left (ImageKit's Limit, Reset and
-		// Interval): the window it met, spent.
+		// Interval), or that says nothing of what is left of any window
+		// and names a reset (Contentful's X-Contentful-RateLimit-Reset,
+		// the seconds until the next request may go): the window it met,
+		// spent.
 		w.hasRem = true
 	}
 	w.add(s, period, unit)
@@ -853,8 +872,9 @@ func (githubDialect) parse(in *input, s *Signal) {
 }
 
 // discordDialect reads Discord's scope (X-RateLimit-Global: true,
-// X-RateLimit-Scope: global) and the JSON body of its 429s: a precise
-// retry_after in seconds (Telegram sends one too) and "global": true.
+// X-RateLimit-Scope: global) and the JSON body of its 429s: "global": true,
+// and a delay in seconds, Discord's precise retry_after and the others'
+// (see bodyDelayKeys).
 type discordDialect struct{}
 
 func (discordDialect) String() string { return "discord" }
@@ -871,15 +891,25 @@ func (discordDialect) parse(in *input, s *Signal) {
 	if in.Status != http.StatusTooManyRequests || len(in.Body) == 0 {
 		return
 	}
-	if v, isString, ok := jsonValue(in.Body, "retry_after"); ok && !isString {
-		if n, frac, ok := parseNumber(string(v)); ok {
-			s.refineRetryAfter(toDuration(n, frac, time.Second))
+	for _, key := range bodyDelayKeys {
+		if v, isString, ok := jsonValue(in.Body, key); ok && !isString {
+			if n, frac, ok := parseNumber(string(v)); ok {
+				s.refineRetryAfter(toDuration(n, frac, time.Second))
+			}
 		}
 	}
 	if v, isString, ok := jsonValue(in.Body, "global"); ok && !isString && string(v) == "true" {
 		s.Scope = ScopeGlobal
 	}
 }
+
+// bodyDelayKeys are the JSON members, at any depth, in which a 429's body
+// states how many seconds to wait, as a number: retry_after (Discord,
+// Telegram's parameters.retry_after, Dropbox's RateLimitError) and
+// retry_in_seconds (monday.com's errors[].extensions, API changelog,
+// Updated complexity budget exhausted error). A delay the body states as a
+// string, or with a sign or an exponent, is ignored.
+var bodyDelayKeys = [...]string{"retry_after", "retry_in_seconds"}
 
 // openAIDialect recognises a billing error that OpenAI (and Azure OpenAI)
 // answer with a 429: "insufficient_quota" or "billing_hard_limit_reached" as

@@ -74,6 +74,26 @@ func TestVendorShapes(t *testing.T) {
 			want: ok(Signal{Throttled: true, Wait: 5 * s, HasWait: true, RetryAfter: true})},
 		{name: "body retry_after as a string ignored", status: 429, body: `{"retry_after":"5"}`,
 			want: ok(Signal{Throttled: true})},
+		{name: "body retry_in_seconds without header (monday.com)", status: 429,
+			body: `{"errors":[{"message":"Complexity budget exhausted","extensions":{"code":"COMPLEXITY_BUDGET_EXHAUSTED","retry_in_seconds":7}}]}`,
+			want: ok(Signal{Throttled: true, Wait: 7 * s, HasWait: true, RetryAfter: true})},
+		{name: "body retry_in_seconds refines a header it agrees with", status: 429, headers: [][2]string{{"Retry-After", "8"}},
+			body: `{"extensions":{"retry_in_seconds":7.5}}`,
+			want: ok(Signal{Throttled: true, Wait: 7500 * time.Millisecond, HasWait: true, RetryAfter: true})},
+		{name: "body retry_in_seconds longer than the header wins", status: 429, headers: [][2]string{{"Retry-After", "8"}},
+			body: `{"extensions":{"retry_in_seconds":60}}`,
+			want: ok(Signal{Throttled: true, Wait: 60 * s, HasWait: true, RetryAfter: true})},
+		{name: "body retry_in_seconds negative ignored", status: 429, body: `{"retry_in_seconds":-7}`, want: ok(Signal{Throttled: true})},
+		{name: "body retry_in_seconds as a string ignored", status: 429, body: `{"retry_in_seconds":"7"}`, want: ok(Signal{Throttled: true})},
+		{name: "body retry_in_seconds with an exponent ignored", status: 429, body: `{"retry_in_seconds":1e3}`, want: ok(Signal{Throttled: true})},
+		{name: "body retry_in_seconds NaN ignored", status: 429, body: `{"retry_in_seconds":NaN}`, want: ok(Signal{Throttled: true})},
+		{name: "body retry_in_seconds cut off ignored", status: 429, body: `{"retry_in_seconds":7`, want: ok(Signal{Throttled: true})},
+		{name: "body retry_in_seconds huge saturates", status: 429,
+			body: `{"retry_in_seconds":99999999999999999999999}`,
+			want: ok(Signal{Throttled: true, Wait: maxDuration, HasWait: true, RetryAfter: true, OverMaxServerWait: true})},
+		{name: "body retry_in_seconds on a 200 says nothing", status: 200, headers: [][2]string{{"X-RateLimit-Remaining", "5"}},
+			body: `{"retry_in_seconds":7}`,
+			want: ok(Signal{Remaining: 5, HasRemaining: true})},
 		{name: "GitHub secondary limit without retry-after waits a minute", status: 403,
 			headers: [][2]string{{"X-RateLimit-Remaining", "4000"}},
 			body:    `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}`,
@@ -274,5 +294,67 @@ func TestXWordRateLimit(t *testing.T) {
 		{name: "a word that does not end the segment in RateLimit is none", status: 200,
 			headers: [][2]string{{"X-Ratelimitbysize-Remaining-Minute", "0"}, {"X-Featureratelimited-Remaining", "0"}},
 			want:    Signal{}},
+	})
+}
+
+// A vendor's fields are its X-<vendor>-RateLimit-<field>; the bare
+// X-<vendor>-RateLimit is its limit, as the bare X-RateLimit is.
+func TestVendorRest(t *testing.T) {
+	for k, want := range map[string]string{
+		"X-Sentry-Rate-Limit-Remaining": "Remaining", "x-sib-ratelimit-reset": "reset", "Fastly-RateLimit-Reset": "Reset",
+		"X-Discogs-Ratelimit": "Limit", "x-discogs-ratelimit": "Limit", "X-Discogs-Rate-Limit": "Limit",
+		"Fastly-Ratelimit": "", "X-Discogs-Ratelimited": "", "X-Envoy-Ratelimited": "", "X-Discogs-Ratelimit-": "",
+		"X-Hubspot-Ratelimit": "", "X-Ratelimit": "", "X-Discogs-Rate": "",
+	} {
+		if got := vendorRest(k); got != want {
+			t.Errorf("vendorRest(%q) = %q, want %q", k, got, want)
+		}
+	}
+	runCases(t, nil, []signalCase{
+		{name: "a bare vendor limit completes its remaining", status: 200,
+			headers: [][2]string{{"X-Discogs-Ratelimit", "60"}, {"X-Discogs-Ratelimit-Remaining", "59"}},
+			want:    Signal{Remaining: 59, HasRemaining: true, Limit: 60}},
+		{name: "a bare vendor limit with used: what is left is the difference", status: 200,
+			headers: [][2]string{{"x-discogs-ratelimit", "60"}, {"x-discogs-ratelimit-used", "45"}},
+			want:    Signal{Remaining: 15, HasRemaining: true, Limit: 60}},
+		{name: "a bare vendor limit alone says nothing", status: 200,
+			headers: [][2]string{{"X-Discogs-Ratelimit", "60"}}, want: Signal{}},
+		{name: "malformed bare limits ignored", status: 200,
+			headers: [][2]string{{"X-Discogs-Ratelimit", "-60"}, {"X-Other-Ratelimit", "NaN, 1e3"}, {"X-Discogs-Ratelimit-Remaining", "5"}},
+			want:    Signal{Remaining: 5, HasRemaining: true}},
+		{name: "a huge bare limit saturates", status: 200,
+			headers: [][2]string{{"X-Discogs-Ratelimit", "99999999999999999999999"}, {"X-Discogs-Ratelimit-Remaining", "5"}},
+			want:    Signal{Remaining: 5, HasRemaining: true, Limit: 1<<63 - 1}},
+	})
+}
+
+// A 429 that says nothing of what is left, but names a reset: the window
+// it met is spent until then (Contentful).
+func TestSilent429Reset(t *testing.T) {
+	const s = time.Second
+	runCases(t, nil, []signalCase{
+		{name: "Contentful", status: 429,
+			headers: [][2]string{{"x-contentful-ratelimit-second-limit", "55"}, {"x-contentful-ratelimit-reset", "1"}},
+			want:    Signal{Throttled: true, Wait: s, HasWait: true, HasRemaining: true, Reset: s}},
+		{name: "a bare reset", status: 429, headers: [][2]string{dateNow, {"X-RateLimit-Reset", "1773144030"}},
+			want: Signal{Throttled: true, Wait: 30 * s, HasWait: true, HasRemaining: true, Reset: 30 * s}},
+		{name: "Retry-After wins", status: 429, headers: [][2]string{{"Retry-After", "5"}, {"X-RateLimit-Reset", "30"}},
+			want: Signal{Throttled: true, Wait: 5 * s, HasWait: true, RetryAfter: true, HasRemaining: true, Reset: 30 * s}},
+		{name: "another window states what is left: not this one's reset", status: 429,
+			headers: [][2]string{{"X-RateLimit-Reset", "30"}, {"X-RateLimit-Remaining-Hour", "57"}},
+			want:    Signal{Throttled: true, Remaining: 57, HasRemaining: true, Period: time.Hour}},
+		{name: "the IETF fields state what is left", status: 429,
+			headers: [][2]string{{"X-RateLimit-Reset", "30"}, {"RateLimit-Remaining", "3"}},
+			want:    Signal{Throttled: true, Remaining: 3, HasRemaining: true}},
+		{name: "a 200 says nothing", status: 200, headers: [][2]string{{"X-RateLimit-Reset", "30"}}, want: Signal{}},
+		{name: "a 503 says nothing of a window", status: 503, headers: [][2]string{{"X-RateLimit-Reset", "30"}},
+			want: Signal{Throttled: true}},
+		{name: "a negative reset", status: 429, headers: [][2]string{{"X-RateLimit-Reset", "-30"}}, want: Signal{Throttled: true}},
+		{name: "NaN", status: 429, headers: [][2]string{{"X-RateLimit-Reset", "NaN"}}, want: Signal{Throttled: true}},
+		{name: "an exponent", status: 429, headers: [][2]string{{"X-RateLimit-Reset", "3e1"}}, want: Signal{Throttled: true}},
+		{name: "a reset beyond any clock", status: 429, headers: [][2]string{{"X-RateLimit-Reset", "99999999999999999999999"}},
+			want: Signal{Throttled: true}},
+		{name: "a reset a day off: over the cap", status: 429, headers: [][2]string{dateNow, {"X-RateLimit-Reset", "1773230400"}},
+			want: Signal{Throttled: true, Wait: 24 * time.Hour, HasWait: true, OverMaxServerWait: true, HasRemaining: true, Reset: 24 * time.Hour}},
 	})
 }

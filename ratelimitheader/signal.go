@@ -15,9 +15,11 @@ import (
 // never negative.
 type Signal struct {
 	// Throttled reports that the response rejected the request because of a
-	// rate limit or an overload: every 429, 503 and 529, and a 403 that a dialect
-	// recognises as a rate limit (GitHub, Salesforce, Google), and Linear's
-	// 400 RATELIMITED. A 429 that a
+	// rate limit or an overload: every 429, 503 and 529, a 403 that states a
+	// delay or that a dialect recognises as a rate limit (GitHub, Salesforce,
+	// Google), a 418 that states a delay (Binance's ban of an address, which
+	// applies to every key of the host: ScopeGlobal), and Linear's 400
+	// RATELIMITED. A 429 that a
 	// dialect recognises as contention on one object rather than the key's
 	// rate (Stripe's lock_timeout, Atlassian's per-issue write limit) is not
 	// throttled: it is retried as any 429 is, without slowing the key down.
@@ -96,7 +98,9 @@ const (
 	// ScopeKey means the signal applies to the key the request was sent on.
 	ScopeKey Scope = iota
 	// ScopeGlobal means the signal applies to every key of the credential
-	// on the host, as Discord's global rate limit (per bot token) does.
+	// on the host, as Discord's global rate limit (per bot token) does, or
+	// to every key of the host, as a ban of the client's address does
+	// (Binance's 418).
 	ScopeGlobal
 )
 
@@ -369,7 +373,8 @@ var builtinDialects = []Dialect{
 // Parse runs them: IETF RateLimit (drafts -06 to -11), X-RateLimit-*
 // (GitHub, Discord, Reddit, OpenAI, Kong, Okta, Twitter/X, Atlassian,
 // Linear, RapidAPI, Strava, Trello, Azure, Datadog, and the windows Etsy
-// and Xero name), GitHub's 403, Discord's body, OpenAI's billing
+// and Xero name), GitHub's 403, Discord's body (and the delays other
+// bodies state), OpenAI's billing
 // errors, Anthropic, Shopify, HubSpot, Zendesk, Stripe, Google APIs
 // (Gemini's RetryInfo), Salesforce, Atlassian's RateLimit-Reason and
 // Linear's 400 RATELIMITED. Append your own to add a vendor. Each built-in
@@ -404,9 +409,10 @@ func Parse(in *Input) Signal {
 // Parse reads what the response described by in said about rate limiting.
 //
 // 429, 503 and 529 are throttled even without any header; a 403 is throttled
-// only when a dialect recognises a rate limit in it. Retry-After (and
-// retry-after-ms, x-ms-retry-after-ms) is read on 403, 429, 503 and 529 and wins
-// over every other signal; the dialects then read quotas. A response served
+// only when it states a delay or a dialect recognises a rate limit in it, a
+// 418 only when it states a delay (see Signal.Throttled). Retry-After (and
+// retry-after-ms, x-ms-retry-after-ms) is read on 403, 418, 429, 503 and 529
+// and wins over every other signal; the dialects then read quotas. A response served
 // from a cache (Age > 0) is stale: its fields are ignored. Malformed fields
 // are ignored, never guessed at.
 //
@@ -463,14 +469,14 @@ func (p *Parser) parse(in *Input, fam family) Signal {
 	}
 
 	s := new(Signal)
-	s.Throttled = in.Status != http.StatusForbidden && readsRetryAfter(in.Status)
+	s.Throttled = !throttledIfStated(in.Status) && readsRetryAfter(in.Status)
 	if fam&famAge != 0 && isStale(w.Header) {
 		return *s
 	}
 	if readsRetryAfter(in.Status) {
 		readRetryAfter(w, s)
-		if in.Status == http.StatusForbidden && s.RetryAfter {
-			s.Throttled = true // GitHub's secondary limits, and others like them
+		if throttledIfStated(in.Status) && s.RetryAfter {
+			s.Throttled = true // GitHub's secondary limits, Binance's bans, and others like them
 		}
 	}
 	for _, d := range dialects {
@@ -481,6 +487,10 @@ func (p *Parser) parse(in *Input, fam family) Signal {
 		default:
 			d.Parse(&w.Input, s)
 		}
+	}
+	if in.Status == http.StatusTeapot && s.Throttled {
+		// A ban of the client's address, not of the key's rate.
+		s.Scope = ScopeGlobal
 	}
 	sanitize(s, maxWait)
 	return *s
@@ -536,20 +546,31 @@ const (
 )
 
 // readsRetryAfter reports whether a response of status may name a wait:
-// 429, 503 and 529, which are throttled whatever they say, and 403, which
-// is when a dialect or a stated delay says so.
+// 429, 503 and 529, which are throttled whatever they say, and 403 and 418,
+// which are when a stated delay (or, for 403, a dialect) says so.
 func readsRetryAfter(status int) bool {
 	return status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable ||
-		status == statusOverloaded || status == http.StatusForbidden
+		status == statusOverloaded || throttledIfStated(status)
+}
+
+// throttledIfStated reports a status that rejects a request for a rate
+// limit only when the response states a delay: 403 (GitHub's secondary
+// limits) and 418, which RFC 9110 leaves unused and Binance answers an
+// address it has banned for ignoring its 429s with, Retry-After the seconds
+// until the ban ends (Binance Spot API, LIMITS).
+func throttledIfStated(status int) bool {
+	return status == http.StatusForbidden || status == http.StatusTeapot
 }
 
 // vendorRest returns the part of the field name k, in any case, after a
 // vendor's RateLimit- or Rate-Limit- prefix, with or without an X- before
 // the vendor's name (Sentry's X-Sentry-Rate-Limit-Remaining, Brevo's
 // x-sib-ratelimit-reset, Fastly's Fastly-RateLimit-Remaining), or "": a
-// field of the X-RateLimit family. The vendors whose fields a dialect of
-// their own reads (HubSpot, Anthropic, Zendesk) and Atlassian's
-// Beta-RateLimit (the IETF fields) are not vendors here.
+// field of the X-RateLimit family. The bare X-<vendor>-RateLimit states
+// the limit, as the bare X-RateLimit does (Discogs' X-Discogs-Ratelimit
+// beside X-Discogs-Ratelimit-Remaining): its rest is "Limit". The vendors
+// whose fields a dialect of their own reads (HubSpot, Anthropic, Zendesk)
+// and Atlassian's Beta-RateLimit (the IETF fields) are not vendors here.
 func vendorRest(k string) string {
 	if len(k) < len("A-Ratelimit-B") {
 		return ""
@@ -577,6 +598,9 @@ func vendorRest(k string) string {
 		if hasPrefixFold(rest, p) {
 			return rest[len(p):]
 		}
+	}
+	if start == 2 && (eqFold(rest, "ratelimit") || eqFold(rest, "rate-limit")) {
+		return "Limit"
 	}
 	return ""
 }

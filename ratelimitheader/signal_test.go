@@ -32,6 +32,11 @@ type vector struct {
 		Remaining json.RawMessage `json:"remaining"`
 		WindowS   json.RawMessage `json:"window_s"`
 		Scope     string          `json:"scope"`
+		// Limit and PeriodS, this package's own additions to the shared
+		// format: absent (no check), or the size and length in seconds of
+		// the window Remaining belongs to, 0 where the response states none.
+		Limit   *int64   `json:"limit"`
+		PeriodS *float64 `json:"period_s"`
 	} `json:"expect"`
 }
 
@@ -116,6 +121,12 @@ func TestSignalVectors(t *testing.T) {
 				if want != nil {
 					assert.InDelta(t, *want, seconds(s.Reset), tol, "window_s")
 				}
+			}
+			if e.Limit != nil {
+				assert.Equal(t, *e.Limit, s.Limit, "limit")
+			}
+			if e.PeriodS != nil {
+				assert.InDelta(t, *e.PeriodS, seconds(s.Period), 1e-9, "period_s")
 			}
 			checkInvariants(t, s)
 		})
