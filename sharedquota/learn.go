@@ -152,7 +152,7 @@ func (r *Redis) learnThrottle(ctx context.Context, ks *keyState) error {
 	if err := r.usable(ks); err != nil {
 		return err
 	}
-	v, err := r.eval(ctx, cutScript, ks.keys, []any{ks.departedSeq(r.now()), r.marginMs(), r.capUs(), r.channel})
+	v, err := r.eval(ctx, cutScript, ks.keys, []any{ks.departedSeq(r.now()), r.marginMs(), r.capUs(), r.channel, max(r.live.Load(), 1)})
 	if err == nil {
 		var rate, cutSeq int64
 		if rate, _, cutSeq, err = cutReply(v); err == nil {

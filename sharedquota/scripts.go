@@ -508,7 +508,7 @@ return 1
 // interval at it.
 //
 // A throttle of the first reservation since the cut, or since the last
-// such throttle, measures nothing either: it left into the bucket the
+// such throttle, or of one a process at most, measures nothing either: it left into the bucket the
 // throttle before emptied, or into a block (a server that blocks a key
 // after a violation answers each probe into the block so). It changes no
 // pace; the next request waits a backoff that doubles with each such
@@ -521,13 +521,14 @@ return 1
 // measure starts from, if later than the cut, "ab": the throttles in a
 // row that measured nothing); ARGV[2]: the margin of the TTL, in ms; ARGV[3]:
 // the cap on waits, µs; ARGV[4]: the channel, on which a cut is published
-// as "c <hash name> <acn>". It returns the pace after it, in thousandths of
+// as "c <hash name> <acn>"; ARGV[5]: the processes announced. It returns the pace after it, in thousandths of
 // a request per second, 1 if it cut, 0 if the throttle was stale, and
 // "acn". The state lasts aimdLife after the cut.
 var cutScript = redis.NewScript(prelude + aimdLua + `
 local bound = tonumber(ARGV[1])
 local margin = tonumber(ARGV[2]) * 1000
 local cap = tonumber(ARGV[3])
+local procs = math.max(math.floor(tonumber(ARGV[5]) or 1), 1)
 local v = redis.call('HMGET', KEYS[1], 'exp', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'hw', 'am', 'amn', 'ab')
 if rebased(v[9]) then v = redis.call('HMGET', KEYS[1], 'exp', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'hw', 'am', 'amn', 'ab') end
 local ar = valid(v[3], aimdMost)
@@ -563,8 +564,12 @@ else
     -- with it: the backoff doubles once a round, not once a request.
     return {math.floor(cur), 0, acn}
   end
-  if since == 1 then
-    -- The first request since: it measures no rate. Cut by each probe
+  if since <= procs then
+    -- The first request since, or one a process at most (each process
+    -- sends one try at a time into what it takes for a block): it
+    -- measures no rate. A fleet that cut its pace by what its tries
+    -- sent (since over cycle) fell to the floor, one request each 2 s,
+    -- and kept a block of 3 s going for good. Cut by each probe
     -- into a block, the pace fell to the floor and stayed there long
     -- after the block (3 processes sent 28 of 300 requests in a minute,
     -- one alone 297). The pace is kept, slow start ends (doubling on
