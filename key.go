@@ -1114,6 +1114,25 @@ func (k *keyState) bareFor(sig *ratelimitheader.Signal) bool {
 	return k.bare(sig)
 }
 
+// overran reports whether a throttle of dep is one that k's model could
+// not have foreseen alone: the model that paced dep knows the server's
+// quota from what its answers state is left, but no policy states the rate
+// it refills at. A key whose answers name several buckets (Discord's
+// routes) is not cut for one of them; one bucket (GitHub's resource) is
+// the key's quota.
+func (k *keyState) overran(dep *departure) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	m := &k.model
+	if dep.sub != nil {
+		if len(k.buckets.byID) > 1 {
+			return false
+		}
+		m = &dep.sub.m
+	}
+	return m.known && !m.rateStated
+}
+
 // settleBare takes in the bare throttle b after the fleet was told of it:
 // shared, the fleet's pace holds, and the key's own (cut while the fleet
 // could not be told) is forgotten; not shared, the key cuts its own.

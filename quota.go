@@ -78,6 +78,14 @@ const sharedRecheck = 10 * time.Millisecond
 // Transport does not cut the key's own pace. When Learn fails, the
 // Transport cuts the key's own pace, as it does without a SharedLearner.
 //
+// A key without limits whose model knows the quota from what the answers
+// state is left, where no policy states the rate it refills at, paces
+// each process by its own model, which sees the other processes' requests
+// only as quota gone; together they overrun it. A throttle of such a key
+// is passed to Learn as a bare one too (a Signal with Throttled alone),
+// so that the fleet's pace is cut as it is for a bare throttle, besides
+// what the response stated, which is shared as before.
+//
 // Learn is called on the response's path, so it should answer from memory
 // when it has nothing new to share. Its error is otherwise ignored: what a
 // process could not share it still acts on itself.
@@ -208,6 +216,11 @@ func (t *Transport) learnShared(ctx context.Context, key string, k *keyState, de
 		err := l.Learn(context.WithoutCancel(ctx), key, s)
 		k.settleBare(bareThrottle{now: t.now(), seq: dep.seq, wait: s.Wait, hasWait: s.HasWait}, err == nil)
 		return
+	}
+	if k.fleetPaced && sig.Throttled && !sig.Permanent && (sig.Limit <= 0 || sig.Period <= 0) && k.overran(&dep) {
+		// The fleet overran a quota that each process sees only as what
+		// is left: its pace is cut as by a bare throttle.
+		_ = l.Learn(context.WithoutCancel(ctx), key, ratelimitheader.Signal{Throttled: true})
 	}
 	if !sig.HasRemaining && (sig.Limit <= 0 || sig.Period <= 0) {
 		return

@@ -88,7 +88,10 @@
 // expects it to last. Learn goes to Redis only with something new.
 //
 // A bare throttle (a 429 that states nothing) on a key without limits cuts
-// the fleet's pace, once for the fleet: the rule of the Transport's own
+// the fleet's pace, once for the fleet, and so does any throttle of a key
+// whose answers state what is left but no policy (the Transport passes it
+// on as a bare one: each process paced by what it was told is left, the
+// fleet overran it): the rule of the Transport's own
 // (a cut to 0.9 of the rate measured, slow start after the first, then a
 // cubic climb back over 12s), kept in Redis's clock so that every process
 // paces by one rate and climbs along one curve. Each reservation without
@@ -98,7 +101,9 @@
 // nothing. A throttle of the first request since a cut measures no rate
 // (it met the bucket the cut emptied, or a block): the pace stays, and the
 // fleet's next request waits a backoff that doubles with each such
-// throttle in a row, so that a block each request restarts ends. A cut is
+// throttle in a row, so that a block each request restarts ends; so does
+// a throttle after one reservation a process at most (a round of the
+// processes' tries into a block). A cut is
 // published, and the requests booked at the old pace
 // reserve again before they leave. With nothing learned, the fleet's first
 // request goes alone and the other processes' wait for its answer (a

@@ -501,3 +501,64 @@ func BenchmarkFleetBareSweep(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFleetStatedQuotaSweep runs 3 processes of 4 workers, no limits
+// configured, sharing, against a bucket of 20/s burst 10 whose answers
+// state what is left in one dialect after another (none of them a policy,
+// but for IETF's), without a penalty and with a block of 3 s that every
+// request during it restarts, answered bare, with the block's end, or with
+// the window's wait. Each row sends 150 requests (least: 7 s); a row the
+// fleet cannot finish ends at a minute, and reports what was answered.
+// Run with
+//
+//	go test -run '^$' -bench FleetStatedQuotaSweep -benchtime 1x ./sharedquota/
+func BenchmarkFleetStatedQuotaSweep(b *testing.B) {
+	dialects := []struct {
+		name string
+		d    fakeserver.Dialect
+	}{
+		{"x-ratelimit", fakeserver.XRateLimit{}}, {"github", fakeserver.GitHub{}}, {"openai", fakeserver.OpenAI{}},
+		{"anthropic", fakeserver.Anthropic{}}, {"shopify", fakeserver.Shopify{}}, {"azure", fakeserver.AzureOpenAI{}},
+		{"ietf", fakeserver.IETF{}},
+	}
+	for _, d := range dialects {
+		for _, block := range []fakeserver.BlockStatement{-1, fakeserver.StateNothing, fakeserver.StateBlockEnd, fakeserver.StateWindow} {
+			pen, name := fakeserver.Penalty{}, d.name+"/no_block"
+			if block >= 0 {
+				pen = fakeserver.Penalty{Block: 3 * time.Second, Extend: true, BlockStates: block}
+				name = d.name + "/block_" + block.String()
+			}
+			b.Run(name, func(b *testing.B) {
+				addr := redisAddr(b)
+				const n, rate, burst = 150, 20, 10
+				for range b.N {
+					fs, err := fakeserver.Start(fakeserver.Config{Limit: rate, Window: time.Second, Burst: burst, Dialect: d.d, Penalty: pen})
+					if err != nil {
+						b.Fatal(err)
+					}
+					start := time.Now().Add(2 * time.Second)
+					res := runFleet(b, 3, workerConfig{
+						Redis: addr, URL: fs.URL, Prefix: testPrefix(b),
+						Goroutines: 4, Requests: n / 3, NoLimit: true,
+						Start: start, Duration: time.Minute, Timeout: 2 * time.Second,
+					})
+					var done time.Time
+					var ok int64
+					for _, w := range res {
+						ok += w.OK
+						if w.Done.After(done) {
+							done = w.Done
+						}
+					}
+					least := time.Duration(float64(n-burst) / rate * float64(time.Second))
+					st := fs.Server.Stats()
+					b.ReportMetric(least.Seconds()/done.Sub(start).Seconds(), "efficiency")
+					b.ReportMetric(float64(ok), "answered")
+					b.ReportMetric(float64(st.Rejected), "throttled")
+					b.ReportMetric(float64(st.Blocked), "blocked")
+					fs.Close()
+				}
+			})
+		}
+	}
+}

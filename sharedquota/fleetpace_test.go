@@ -514,3 +514,63 @@ func TestAFleetGetsPastABlock(t *testing.T) {
 		t.Errorf("%d of %d requests answered 200, %d errors, in a minute; the fleet did not get past the block", ok, n, errs)
 	}
 }
+
+// TestAFleetThatReadsItsQuotaGetsPastABlock is TestAFleetGetsPastABlock
+// against servers whose answers state what is left, and no policy: each
+// process paces by its own model of the server, which sees the others'
+// requests only as quota gone. A throttle is then the fleet's overrun, and
+// it cuts the fleet's pace as a bare one does; without that, 3 processes
+// overran again after each block, and a block each request restarts never
+// ended: 150 requests took 32-58 s, 26-60 of them sent into blocks (now
+// 15-25 s, 0-5 into blocks).
+func TestAFleetThatReadsItsQuotaGetsPastABlock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fleets of 3 processes for some seconds")
+	}
+	addr := redisAddr(t)
+	for _, c := range []struct {
+		name    string
+		dialect fakeserver.Dialect
+		states  fakeserver.BlockStatement
+	}{
+		{"x-ratelimit, block's end", fakeserver.XRateLimit{}, fakeserver.StateBlockEnd},
+		{"github, block's end", fakeserver.GitHub{}, fakeserver.StateBlockEnd},
+		{"openai, window's wait", fakeserver.OpenAI{}, fakeserver.StateWindow},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			fs, err := fakeserver.Start(fakeserver.Config{Limit: 20, Window: time.Second, Burst: 10, Dialect: c.dialect,
+				Penalty: fakeserver.Penalty{Block: 3 * time.Second, Extend: true, BlockStates: c.states}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fs.Close()
+			const n = 150
+			res := runFleet(t, 3, workerConfig{
+				Redis: addr, URL: fs.URL, Prefix: testPrefix(t),
+				Goroutines: 4, NoLimit: true, Requests: n / 3,
+				Timeout: 2 * time.Second,
+				Start:   time.Now().Add(2 * time.Second), Duration: 60 * time.Second,
+			})
+			var ok, errs int64
+			var done time.Time
+			for i, r := range res {
+				t.Logf("worker %d: %d ok, %d 429, %d errors", i, r.OK, r.TooMany, r.Errors)
+				ok, errs = ok+r.OK, errs+r.Errors
+				if r.Done.After(done) {
+					done = r.Done
+				}
+			}
+			st := fs.Server.Stats()
+			t.Logf("server: %d admitted, %d rejected, %d blocked", st.Admitted, st.Rejected, st.Blocked)
+			// Counts, not times: the run ends at a minute either way.
+			if errs > 0 || ok < n-10 {
+				t.Errorf("%d of %d requests answered 200, %d errors, in a minute; the fleet did not get past the block", ok, n, errs)
+			}
+			// 0-5 sent into a block, measured; 26-60 without the cut.
+			if st.Blocked > 15 {
+				t.Errorf("the fleet sent %d requests into blocks; it overran again after each", st.Blocked)
+			}
+		})
+	}
+}
