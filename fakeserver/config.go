@@ -151,6 +151,16 @@ type Config struct {
 	// already been told of (see bench.RunShape); clients ignore it.
 	TellWaits bool
 
+	// MaxInFlight bounds the requests of one key (Key) the server works on
+	// at once, from when it admits one until its answer is written
+	// (Faults.Latency included), as Stripe's concurrency limiter and
+	// GitHub's cap on concurrent requests do. A request that arrives while
+	// its key has MaxInFlight in progress is rejected as the Dialect
+	// rejects, with a wait of a second where the Dialect names one and no
+	// quota stated; it spends nothing of the limit and counts in
+	// Stats.Rejected. Zero or negative means no bound.
+	MaxInFlight int
+
 	// Faults adds failures to the responses. The zero value adds none.
 	Faults Faults
 

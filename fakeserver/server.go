@@ -39,6 +39,7 @@ type client struct {
 	// response that said so left) until heardUntil, Unix ns.
 	heardFrom, heardUntil int64
 	pen                   punishment // see Config.Penalty
+	inFlight              int        // admitted and not yet answered (Config.MaxInFlight)
 }
 
 // heard notes that a response leaving at from told c to wait until until.
@@ -76,6 +77,7 @@ type verdict struct {
 	status int
 	body   []byte
 	delay  time.Duration
+	busy   *client // admitted under Config.MaxInFlight: done when answered
 }
 
 const (
@@ -110,6 +112,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h := make(http.Header)
 	v := s.decide(now, sent, key, token, h)
+	if v.busy != nil {
+		defer s.answered(v.busy)
+	}
 	switch v.kind {
 	case verdictReset:
 		resetConn(w)
@@ -171,6 +176,9 @@ func (s *Server) decide(now, sent time.Time, key, token string, h http.Header) v
 	if c.punished(t) {
 		return s.punish(c, t, st, h, v)
 	}
+	if m := s.cfg.MaxInFlight; m > 0 && c.inFlight >= m {
+		return s.tooMany(c, t, st, h, v)
+	}
 	var d decision
 	if g != nil {
 		g.lastSeen = t
@@ -189,6 +197,10 @@ func (s *Server) decide(now, sent time.Time, key, token string, h http.Header) v
 	if d.allowed {
 		s.stats.Admitted++
 		s.admitted = append(s.admitted, t)
+		if s.cfg.MaxInFlight > 0 {
+			c.inFlight++
+			v.busy = c
+		}
 		return v
 	}
 	s.stats.Rejected++
@@ -203,6 +215,27 @@ func (s *Server) decide(now, sent time.Time, key, token string, h http.Header) v
 	s.told(c, t, v, cmp.Or(rej.Wait, d.retryAfter), rej.Wait > 0, st.Global, h)
 	v.kind, v.status, v.body = verdictRespond, rej.Status, rej.Body
 	return v
+}
+
+// tooMany rejects a request of c that arrived at t while c had
+// Config.MaxInFlight requests in progress, as the Dialect rejects, with a
+// wait of a second and no quota stated: the limit is not spent. Called
+// with s.mu held.
+func (s *Server) tooMany(c *client, t int64, st State, h http.Header, v verdict) verdict {
+	s.stats.Rejected++
+	st.RetryAfter = time.Second
+	rej := s.cfg.Dialect.Reject(h, st)
+	s.told(c, t, v, cmp.Or(rej.Wait, st.RetryAfter), rej.Wait > 0, false, h)
+	v.kind, v.status, v.body = verdictRespond, rej.Status, rej.Body
+	return v
+}
+
+// answered notes that a request of c admitted under Config.MaxInFlight
+// is done.
+func (s *Server) answered(c *client) {
+	s.mu.Lock()
+	c.inFlight--
+	s.mu.Unlock()
 }
 
 // global returns the global limiter of token, nil without Config.Global.

@@ -75,6 +75,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		jitter       = fs.Duration("jitter", 0, "random extra latency, up to this much")
 		handshake    = fs.Duration("handshake", 0, "hold each of the first -handshakes requests up to this long before counting it, as opening connections does")
 		handshakes   = fs.Int("handshakes", 0, "requests that -handshake holds")
+		maxInFlight  = fs.Int("max-in-flight", 0, "requests of one key in progress at once, beyond which one is rejected (0: no bound)")
 		seed         = fs.Uint64("seed", 1, "seed of the random faults")
 
 		block         = fs.Duration("block", 0, "block a key this long after its limit rejects a request (0: none)")
@@ -114,15 +115,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	srv := fakeserver.New(fakeserver.Config{
-		Algorithm: alg,
-		Limit:     *rate,
-		Window:    *window,
-		Burst:     *burst,
-		ClockSkew: *skew,
-		Key:       keyFunc,
-		MaxKeys:   *maxKeys,
-		Dialect:   d,
-		StatsPath: *statsPath,
+		Algorithm:   alg,
+		Limit:       *rate,
+		Window:      *window,
+		Burst:       *burst,
+		ClockSkew:   *skew,
+		Key:         keyFunc,
+		MaxKeys:     *maxKeys,
+		MaxInFlight: *maxInFlight,
+		Dialect:     d,
+		StatsPath:   *statsPath,
 		Faults: fakeserver.Faults{
 			Outage:       shape,
 			OutageStatus: *outageStatus,
