@@ -1107,30 +1107,31 @@ func (k *keyState) bare(sig *ratelimitheader.Signal) bool {
 	return sig.Throttled && !sig.HasRemaining && !k.model.known && !sig.Permanent && k.buckets == nil
 }
 
-// bareFor reports whether sig is a bare throttle for k.
-func (k *keyState) bareFor(sig *ratelimitheader.Signal) bool {
+// fleetThrottle classifies the throttle sig of dep for the fleet, under
+// k.mu: bare, it states no quota on a key whose server has stated none
+// either (see bare); overran, the model that paced dep knows the server's
+// quota from what its answers state is left, but no policy states the
+// rate it refills at, so the other processes' requests were seen only as
+// quota gone. A key whose answers name several buckets (Discord's routes)
+// is not cut for one of them; one bucket (GitHub's resource) is the key's
+// quota.
+func (k *keyState) fleetThrottle(sig *ratelimitheader.Signal, dep *departure) (bare, overran bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.bare(sig)
-}
-
-// overran reports whether a throttle of dep is one that k's model could
-// not have foreseen alone: the model that paced dep knows the server's
-// quota from what its answers state is left, but no policy states the rate
-// it refills at. A key whose answers name several buckets (Discord's
-// routes) is not cut for one of them; one bucket (GitHub's resource) is
-// the key's quota.
-func (k *keyState) overran(dep *departure) bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
+	if k.bare(sig) {
+		return true, false
+	}
+	if sig.Permanent || (sig.Limit > 0 && sig.Period > 0) {
+		return false, false
+	}
 	m := &k.model
 	if dep.sub != nil {
 		if len(k.buckets.byID) > 1 {
-			return false
+			return false, false
 		}
 		m = &dep.sub.m
 	}
-	return m.known && !m.rateStated
+	return false, m.known && !m.rateStated
 }
 
 // settleBare takes in the bare throttle b after the fleet was told of it:

@@ -210,17 +210,19 @@ func (t *Transport) learnShared(ctx context.Context, key string, k *keyState, de
 	if !ok {
 		return
 	}
-	if k.fleetPaced && sig.Throttled && k.bareFor(sig) {
-		s := *sig
-		s.Wait = min(s.Wait, t.cfg.maxRetryAfter)
-		err := l.Learn(context.WithoutCancel(ctx), key, s)
-		k.settleBare(bareThrottle{now: t.now(), seq: dep.seq, wait: s.Wait, hasWait: s.HasWait}, err == nil)
-		return
-	}
-	if k.fleetPaced && sig.Throttled && !sig.Permanent && (sig.Limit <= 0 || sig.Period <= 0) && k.overran(&dep) {
-		// The fleet overran a quota that each process sees only as what
-		// is left: its pace is cut as by a bare throttle.
-		_ = l.Learn(context.WithoutCancel(ctx), key, ratelimitheader.Signal{Throttled: true})
+	if k.fleetPaced && sig.Throttled {
+		switch bare, overran := k.fleetThrottle(sig, &dep); {
+		case bare:
+			s := *sig
+			s.Wait = min(s.Wait, t.cfg.maxRetryAfter)
+			err := l.Learn(context.WithoutCancel(ctx), key, s)
+			k.settleBare(bareThrottle{now: t.now(), seq: dep.seq, wait: s.Wait, hasWait: s.HasWait}, err == nil)
+			return
+		case overran:
+			// The fleet overran a quota that each process sees only as
+			// what is left: its pace is cut as by a bare throttle.
+			_ = l.Learn(context.WithoutCancel(ctx), key, ratelimitheader.Signal{Throttled: true})
+		}
 	}
 	if !sig.HasRemaining && (sig.Limit <= 0 || sig.Period <= 0) {
 		return

@@ -487,32 +487,41 @@ func TestAFleetGetsPastABlock(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a fleet of 3 processes for some seconds")
 	}
-	addr := redisAddr(t)
-	fs, err := fakeserver.Start(fakeserver.Config{Limit: 20, Window: time.Second, Burst: 10, Dialect: fakeserver.Bare{},
+	// Counts, not times: at the floor, 150 requests take 5 minutes and the
+	// run ends at one, with most of them failed (their waits outlive it).
+	fleetPastBlock(t, fakeserver.Config{Limit: 20, Window: time.Second, Burst: 10, Dialect: fakeserver.Bare{},
 		Penalty: fakeserver.Penalty{Block: time.Second, Extend: true, BlockStates: fakeserver.StateNothing}})
+}
+
+// fleetPastBlock runs 3 processes of 4 workers, no limits configured,
+// sharing, through 150 requests against a fake server of cfg, for a
+// minute at most, and fails t unless all but 10 at most were answered 200
+// with no error. It returns the server's counts.
+func fleetPastBlock(t *testing.T, cfg fakeserver.Config) fakeserver.Stats {
+	t.Helper()
+	fs, err := fakeserver.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fs.Close()
 	const n = 150
 	res := runFleet(t, 3, workerConfig{
-		Redis: addr, URL: fs.URL, Prefix: testPrefix(t),
+		Redis: redisAddr(t), URL: fs.URL, Prefix: testPrefix(t),
 		Goroutines: 4, NoLimit: true, Requests: n / 3,
 		Timeout: 2 * time.Second,
 		Start:   time.Now().Add(2 * time.Second), Duration: 60 * time.Second,
 	})
-	var ok, tooMany, errs int64
+	var ok, errs int64
 	for i, r := range res {
 		t.Logf("worker %d: %d ok, %d 429, %d errors; %+v", i, r.OK, r.TooMany, r.Errors, r.Stats)
-		ok, tooMany, errs = ok+r.OK, tooMany+r.TooMany, errs+r.Errors
+		ok, errs = ok+r.OK, errs+r.Errors
 	}
 	st := fs.Server.Stats()
 	t.Logf("server: %d admitted, %d rejected, %d blocked", st.Admitted, st.Rejected, st.Blocked)
-	// Counts, not times: at the floor, 150 requests take 5 minutes and the
-	// run ends at one, with most of them failed (their waits outlive it).
 	if errs > 0 || ok < n-10 {
 		t.Errorf("%d of %d requests answered 200, %d errors, in a minute; the fleet did not get past the block", ok, n, errs)
 	}
+	return st
 }
 
 // TestAFleetThatReadsItsQuotaGetsPastABlock is TestAFleetGetsPastABlock
@@ -527,7 +536,7 @@ func TestAFleetThatReadsItsQuotaGetsPastABlock(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fleets of 3 processes for some seconds")
 	}
-	addr := redisAddr(t)
+	redisAddr(t) // before the subtests: one skip, or one failure in CI
 	for _, c := range []struct {
 		name    string
 		dialect fakeserver.Dialect
@@ -539,34 +548,9 @@ func TestAFleetThatReadsItsQuotaGetsPastABlock(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			fs, err := fakeserver.Start(fakeserver.Config{Limit: 20, Window: time.Second, Burst: 10, Dialect: c.dialect,
-				Penalty: fakeserver.Penalty{Block: 3 * time.Second, Extend: true, BlockStates: c.states}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer fs.Close()
-			const n = 150
-			res := runFleet(t, 3, workerConfig{
-				Redis: addr, URL: fs.URL, Prefix: testPrefix(t),
-				Goroutines: 4, NoLimit: true, Requests: n / 3,
-				Timeout: 2 * time.Second,
-				Start:   time.Now().Add(2 * time.Second), Duration: 60 * time.Second,
-			})
-			var ok, errs int64
-			var done time.Time
-			for i, r := range res {
-				t.Logf("worker %d: %d ok, %d 429, %d errors", i, r.OK, r.TooMany, r.Errors)
-				ok, errs = ok+r.OK, errs+r.Errors
-				if r.Done.After(done) {
-					done = r.Done
-				}
-			}
-			st := fs.Server.Stats()
-			t.Logf("server: %d admitted, %d rejected, %d blocked", st.Admitted, st.Rejected, st.Blocked)
 			// Counts, not times: the run ends at a minute either way.
-			if errs > 0 || ok < n-10 {
-				t.Errorf("%d of %d requests answered 200, %d errors, in a minute; the fleet did not get past the block", ok, n, errs)
-			}
+			st := fleetPastBlock(t, fakeserver.Config{Limit: 20, Window: time.Second, Burst: 10, Dialect: c.dialect,
+				Penalty: fakeserver.Penalty{Block: 3 * time.Second, Extend: true, BlockStates: c.states}})
 			// 0-5 sent into a block, measured; 26-60 without the cut.
 			if st.Blocked > 15 {
 				t.Errorf("the fleet sent %d requests into blocks; it overran again after each", st.Blocked)

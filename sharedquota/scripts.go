@@ -507,13 +507,13 @@ return 1
 // over many requests is cut less), and the next request waits one
 // interval at it.
 //
-// A throttle of the first reservation since the cut, or since the last
-// such throttle, or of one a process at most, measures nothing either: it left into the bucket the
-// throttle before emptied, or into a block (a server that blocks a key
-// after a violation answers each probe into the block so). It changes no
-// pace; the next request waits a backoff that doubles with each such
-// throttle in a row ("ab"), and the measure starts again from it ("am",
-// "amn").
+// A throttle after one reservation a process at most since the cut, or
+// since the last such throttle, measures nothing either: it left into the
+// bucket the throttle before emptied, or into a block (a server that
+// blocks a key after a violation answers each probe into the block so,
+// and each process sends one try at a time into it). It changes no pace;
+// the next request waits a backoff that doubles with each such throttle
+// in a row ("ab"), and the measure starts again from it ("am", "amn").
 //
 // KEYS[1]: the quota's hash (fields "ar": the rate at the cut, "ac": the
 // cut's instant, µs, "as": "1" in slow start, "acn": "an" at the cut,
@@ -521,9 +521,10 @@ return 1
 // measure starts from, if later than the cut, "ab": the throttles in a
 // row that measured nothing); ARGV[2]: the margin of the TTL, in ms; ARGV[3]:
 // the cap on waits, µs; ARGV[4]: the channel, on which a cut is published
-// as "c <hash name> <acn>"; ARGV[5]: the processes announced. It returns the pace after it, in thousandths of
-// a request per second, 1 if it cut, 0 if the throttle was stale, and
-// "acn". The state lasts aimdLife after the cut.
+// as "c <hash name> <acn>"; ARGV[5]: the processes announced. It returns
+// the pace after it, in thousandths of a request per second, 1 if it cut,
+// 0 if the throttle was stale or measured nothing, and "acn". The state
+// lasts aimdLife after the cut.
 var cutScript = redis.NewScript(prelude + aimdLua + `
 local bound = tonumber(ARGV[1])
 local margin = tonumber(ARGV[2]) * 1000
@@ -565,19 +566,18 @@ else
     return {math.floor(cur), 0, acn}
   end
   if since <= procs then
-    -- The first request since, or one a process at most (each process
-    -- sends one try at a time into what it takes for a block): it
-    -- measures no rate. A fleet that cut its pace by what its tries
-    -- sent (since over cycle) fell to the floor, one request each 2 s,
-    -- and kept a block of 3 s going for good. Cut by each probe
-    -- into a block, the pace fell to the floor and stayed there long
-    -- after the block (3 processes sent 28 of 300 requests in a minute,
-    -- one alone 297). The pace is kept, slow start ends (doubling on
-    -- through a block, it was thousands a second when the block ended),
-    -- and the next request waits a backoff that doubles with each such
-    -- throttle in a row, from a quarter of a second up to the cap: a
-    -- block that each request restarts ends only when the fleet keeps
-    -- away for longer than it lasts. The measure starts again from here.
+    -- One request a process at most (each sends one try at a time into
+    -- what it takes for a block): it measures no rate. Cut by each round
+    -- of tries into a block, the pace fell to the floor, a try each 2 s,
+    -- and kept a block of 3 s going for good; cut by each single probe,
+    -- it stayed at the floor long after the block (3 processes sent 28
+    -- of 300 requests in a minute, one alone 297). The pace is kept,
+    -- slow start ends (doubling on through a block, it was thousands a
+    -- second when the block ended), and the next request waits a backoff
+    -- that doubles with each such throttle in a row, from a quarter of a
+    -- second up to the cap: a block that each request restarts ends only
+    -- when the fleet keeps away for longer than it lasts. The measure
+    -- starts again from here.
     local ab = math.min(math.floor(valid(v[12], 64) or 0), 40)
     at = math.max(at, now + math.min(250000 * 2 ^ ab, cap))
     redis.call('HSET', KEYS[1], 'am', string.format('%d', now), 'amn', string.format('%d', an),
