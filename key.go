@@ -82,15 +82,22 @@ type keyState struct {
 	probing  atomic.Bool // no response has come yet
 	// striking: strikes is not nil, read without the lock.
 	striking atomic.Bool
+	// okN counts the answers that were not throttles, for a first
+	// throttle's measure (see concLimit): those that came back since it
+	// left, before it did.
+	okN atomic.Uint32
 	// statedUntil is the end of the last wait a server named that was
 	// longer than the cap (WithMaxServerWait); 0 when none. The key is
 	// held for the cap at most; a request whose wait would be longer fails
 	// at once (see holdStated).
 	statedUntil int64
 	queue       waitList
-	inflight    int      // counted only with a bound on it
-	strikes     *strikes // throttles in a row; nil: none (see strikes.go)
-	evicted     bool     // removed from the key table; look the key up again
+	inflight    int32 // counted only with a bound on it
+	// capping: the key measures its throttles for a cap on the requests
+	// out, or holds one (see concLimit): its answers take the lock.
+	capping atomic.Bool
+	strikes *strikes // throttles in a row; nil: none (see strikes.go)
+	evicted bool     // removed from the key table; look the key up again
 	// rare holds a bit for each rarely-true state that acquire's fast path
 	// (see takePlain) does not look at, under mu. dispatch, which runs at
 	// the end of every locked change of the key's state, sets it from the
@@ -126,10 +133,9 @@ type keyState struct {
 
 	sample dateSampling // the next request that reads the server's clock
 
-	// The bare throttles of a key with configured limits: the departures
-	// sent when the last one came, and when the last rareThrottles came.
-	throttleSeq uint64
-	throttleAt  [rareThrottles]int64
+	accidents *accidents // the bare throttles of a key with configured limits; nil: none
+
+	conc *concLimit // a cap on the requests out, learned; nil: none yet
 }
 
 // bareThrottle is what a key's own AIMD needs to take a bare throttle in:
@@ -187,6 +193,7 @@ func (k *keyState) acquire(ctx context.Context, cost int64, front, early bool, u
 				} else {
 					k.pending.Add(1)
 				}
+				k.departed(dep)
 				k.mu.Unlock()
 				return nil
 			}
@@ -240,6 +247,10 @@ type departure struct {
 	began bool
 	// gaveUp: its caller gave up before an answer came (see call.gaveUp).
 	gaveUp bool
+	// flight is how many of the key's requests were out as it left,
+	// itself included, and okAt the answers not throttles that had come
+	// back by then (see concLimit).
+	flight, okAt uint32
 }
 
 // earliest returns when n requests costing cost in all may leave on route,
@@ -379,6 +390,7 @@ func (k *keyState) take(d, now, cost int64, route string, dep *departure) bool {
 	k.outageTake(k.sent)
 	k.strikeTake(k.sent)
 	k.pending.Add(1)
+	k.departed(dep)
 	k.occupy()
 	return true
 }
@@ -408,6 +420,7 @@ const (
 	rareLearned                   // a pace or a window is learned from throttles
 	rareOutage                    // the host is down
 	rareStrikes                   // throttles came in a row (see strikes)
+	rareCapped                    // a cap on the requests out is learned (see concLimit)
 )
 
 // rareNow returns, under k.mu at now, the bits of rare whose states hold.
@@ -433,6 +446,9 @@ func (k *keyState) rareNow(now int64) uint8 {
 	}
 	if k.strikes != nil {
 		r |= rareStrikes
+	}
+	if k.conc != nil && k.conc.cap > 0 {
+		r |= rareCapped
 	}
 	return r
 }
@@ -473,15 +489,21 @@ func (k *keyState) seen() {
 	}
 }
 
-// seenDep is seen for dep: a departure whose caller gave up before an
+// seenDep is seen for dep, answered without a throttle if ok: a departure whose caller gave up before an
 // answer came is no answer, and ends no silence but one left with nothing
 // out (see withdraw).
-func (k *keyState) seenDep(dep *departure) {
+func (k *keyState) seenDep(dep *departure, ok bool) {
 	if dep.gaveUp {
 		k.withdraw()
-		return
+	} else {
+		k.seen()
+		if ok {
+			k.okN.Add(1)
+		}
 	}
-	k.seen()
+	if k.capping.Load() {
+		k.concFreed(dep, ok && !dep.gaveUp)
+	}
 }
 
 // unseenN returns how many departures of k have not had their outcome
@@ -612,7 +634,7 @@ func (k *keyState) releaseLocked(now int64) {
 	if m <= 0 {
 		return
 	}
-	if k.inflight == m {
+	if int(k.inflight) == m {
 		k.freedAt = now
 	}
 	k.inflight--
@@ -620,7 +642,7 @@ func (k *keyState) releaseLocked(now int64) {
 
 func (k *keyState) hasSlot() bool {
 	m := k.env.cfg.maxInFlight
-	return m <= 0 || k.inflight < m
+	return (m <= 0 || int(k.inflight) < m) && (k.rare&rareCapped == 0 || k.concSlot())
 }
 
 // dispatch admits waiters from the head of the queue while they may leave
@@ -1015,7 +1037,11 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 	k.aimd.heardFrom(now, seq, now-dep.sent)
 	k.sustain()
 	bare := k.bare(sig)
-	if bare && len(k.pacer.buckets) > 0 && k.strikes != nil && seq > k.strikes.after {
+	b := bareThrottle{now: now, seq: seq, at: dep.sent, atKnown: true, pausedTill: pausedTill, wait: wait, hasWait: sig.HasWait}
+	capped := bare && !k.fleetPaced && len(k.pacer.buckets) == 0 && k.concThrottle(now, dep, b)
+	if capped {
+		// The cap's throttle: no measure of the pace, no strike.
+	} else if bare && len(k.pacer.buckets) > 0 && k.strikes != nil && seq > k.strikes.after {
 		// A try throttled again: a block goes on, and the strikes' pauses
 		// answer it; the pace that was configured is not to blame.
 	} else if bare && k.rareThrottle(now, seq) {
@@ -1024,9 +1050,9 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 		}
 	} else if bare && !k.fleetPaced {
 		// (A fleet-paced key's is the fleet's: see Transport.learnShared.)
-		k.cut(bareThrottle{now: now, seq: seq, at: dep.sent, atKnown: true, pausedTill: pausedTill, wait: wait, hasWait: sig.HasWait})
+		k.cut(b)
 	}
-	if sig.Throttled {
+	if sig.Throttled && !capped {
 		k.strike(now, seq, sig, wait)
 	}
 	k.noteLearning() // after the cut, which may begin a cycle
@@ -1051,7 +1077,7 @@ func (k *keyState) cut(b bareThrottle) {
 	if !k.aimd.active {
 		k.aimd.ceiling = k.ceiling()
 		k.model.track() // the cuts to come measure what was sent
-		if k.throttleSeq > 0 {
+		if k.accidents != nil {
 			// Throttles came before, taken as accidents: this one is no
 			// first burst, but of a key at its configured pace, whose
 			// burst went out after each pause.
@@ -1177,15 +1203,27 @@ func (k *keyState) rareThrottle(now int64, seq uint64) bool {
 	if len(k.pacer.buckets) == 0 || k.aimd.active {
 		return false
 	}
-	if seq <= k.throttleSeq {
+	a := k.accidents
+	if a == nil {
+		a = new(accidents)
+		k.accidents = a
+	} else if seq <= a.seq {
 		return true
 	}
 	k.model.track() // if the throttles keep coming, what was sent tells the pace
-	rare := k.throttleAt[0] == 0 || now-k.throttleAt[0] > int64(rareSpan)
-	copy(k.throttleAt[:], k.throttleAt[1:])
-	k.throttleAt[rareThrottles-1] = now
-	k.throttleSeq = k.sent
+	rare := a.at[0] == 0 || now-a.at[0] > int64(rareSpan)
+	copy(a.at[:], a.at[1:])
+	a.at[rareThrottles-1] = now
+	a.seq = k.sent
 	return rare
+}
+
+// accidents are the bare throttles of a key with configured limits (see
+// rareThrottle): the departures sent when the last one came, and when the
+// last rareThrottles came.
+type accidents struct {
+	seq uint64
+	at  [rareThrottles]int64
 }
 
 // resumeWithoutBurst makes k, under k.mu, leave again at its configured

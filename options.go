@@ -2,6 +2,7 @@ package headway
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -156,7 +157,7 @@ func WithKey(f KeyFunc) Option {
 // to the end or closed (or RoundTrip fails). The rest wait in the queue.
 // Zero, the default, or a negative n means no bound.
 func WithMaxInFlight(n int) Option {
-	return optionFunc(func(c *config) { c.maxInFlight = max(n, 0) })
+	return optionFunc(func(c *config) { c.maxInFlight = min(max(n, 0), math.MaxInt32) })
 }
 
 // WithQueue bounds the per-key queue of waiting requests. See QueueOptions

@@ -22,6 +22,7 @@ type shapeResult struct {
 	throttled  int64 // throttled responses the server sent
 	early      int64 // requests sent inside a wait the server announced
 	ignored    int64 // of them, those sent after the announcement reached the client
+	known      int64 // of them, those sent after the client read it (fakeserver.Observer.Known)
 	// worst is the most throttles in one window after the first (of the
 	// server's fixed windows; its shortest, under a global one).
 	worst int
@@ -83,7 +84,7 @@ func runShape(tb testing.TB, sh fakeserver.Shape, srv *fakeserver.Server, base h
 	// those sent after it was read agree, but the Observer sees only the
 	// waits of a server that tells them.
 	r := shapeResult{workers: workers, elapsed: last.Sub(start), throttled: st.Rejected, early: st.Early,
-		ignored: max(st.Ignored, obs.Known())}
+		ignored: max(st.Ignored, obs.Known()), known: obs.Known()}
 	r.efficiency = sh.LeastFor(n, workers, start).Seconds() / r.elapsed.Seconds()
 	r.worst = obs.WorstWindow(start)
 	return r

@@ -466,7 +466,7 @@ func (c *call) send(s *slot, out *http.Request, sig *ratelimitheader.Signal) (*h
 		t.shareHealth(ctx, c.key, k, hv, wasDown, wasProbe, downBefore)
 	}
 	k.strikeAnswered(&s.dep, err != nil || hv == hostDown || sig.Throttled)
-	k.seenDep(&s.dep)
+	k.seenDep(&s.dep, err == nil && !sig.Throttled)
 	if o != nil {
 		o.outage(ctx, c.req, c.key, k)
 	}
@@ -521,7 +521,7 @@ func (c *call) sendPlain(s *slot, out *http.Request, sig *ratelimitheader.Signal
 		hv = c.t.observeQuiet(c.ctx, k, &s.dep, resp, sig)
 	}
 	k.strikeAnswered(&s.dep, err != nil || hv == hostDown || sig.Throttled)
-	k.seenDep(&s.dep)
+	k.seenDep(&s.dep, err == nil && !sig.Throttled)
 	return resp, hv, err
 }
 
@@ -615,6 +615,9 @@ func (s *slot) unsent() {
 	s.k.unanswered(&s.dep)
 	s.k.release()
 	s.k.withdraw()
+	if s.k.capping.Load() {
+		s.k.concFreed(&s.dep, false)
+	}
 }
 
 // answer returns resp, the answer to s's attempt, with its body set to
