@@ -1,7 +1,9 @@
 package headway
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/headway-go/headway/ratelimitheader"
@@ -1092,6 +1094,15 @@ type aimdCycles struct {
 	// overflow (not capped: an overflow makes the count a bound from
 	// below); the climb past it explores at the scale of its error.
 	fine bool
+	// marks: departures of the cycle under way, every stride-th from its
+	// first (see mark).
+	marks  [cycleMarks]depMark
+	nMarks int
+	stride uint64
+	// loose: the second cycle's count (n2) is a bound from below (the
+	// cycle let the bucket overflow), not a point on the line that later
+	// cycles are measured against (see bracket).
+	loose bool
 }
 
 // floorKeep is the share kept of a pace a window's quota a wait sustains
@@ -1180,8 +1191,8 @@ func (a *aimd) throttledAt(now int64, seq uint64, at int64, atKnown bool, firstA
 	}
 	var measured float64
 	keep, k, fine := aimdBeta, 0.0, false
+	later := a.c.n2 != 0
 	if atKnown && a.active {
-		later := a.c.n2 != 0
 		measured, keep, k, fine = a.measure(seq, at, firstAt, ring)
 		if measured > 0 {
 			ok = false
@@ -1219,6 +1230,9 @@ func (a *aimd) throttledAt(now int64, seq uint64, at int64, atKnown bool, firstA
 		}
 	default:
 		measured = a.at(now)
+	}
+	if atKnown && a.active {
+		measured, keep, k, fine = a.bracket(ring, seq, at, later, measured, keep, k, fine)
 	}
 	if f := a.c.floor; f > measured {
 		measured, keep, k, fine = f, floorKeep, 0, false
@@ -1301,6 +1315,7 @@ func (a *aimd) measure(seq uint64, at, firstAt int64, ring []depRecord) (rate, k
 		rate = (n + 0.5 - a1) / (s - t1)
 		a.c.b0 = max(a1-rate*t1, 1)
 		capped := a.capped(rate, s, 0)
+		a.c.loose = capped
 		keep, k = fitKeep(rate, s-t1, capped)
 		return rate, keep, k, k == 0 && !capped
 	case !a.c.win && a.c.burstN > 0 && n <= a.c.burstN+1:
@@ -1329,7 +1344,7 @@ func (a *aimd) measure(seq uint64, at, firstAt int64, ring []depRecord) (rate, k
 		keep, k = fitKeep(rate, s, false)
 		return rate, keep, k, k == 0 && !a.overflows(rate, a.c.cycleAt, at, a.c.burstN)
 	case a.c.win:
-	case s-a.c.s2 >= 1 && n > a.c.n2+1:
+	case !a.c.loose && s-a.c.s2 >= 1 && n > a.c.n2+1:
 		rate = (n - a.c.n2) / (s - a.c.s2)
 		b0 := a.c.n2 - rate*a.c.s2
 		if a.c.b0 > 0 || a.c.n2 >= a.c.burst-1 {
@@ -1462,6 +1477,174 @@ func (a *aimd) lastFull(ring []depRecord, seq uint64, at int64) (rate, span floa
 		}
 	}
 	return rate, span
+}
+
+// bracket checks the rate measured (with the share of it to keep, the
+// climb's length and whether it was measured well, as measure returns
+// them) for the cycle throttled first at departure seq, which left at at,
+// against what its departures bound the rate to (see bounds), and returns
+// them as they stand or as the bounds put them:
+//
+//   - Bounds within 10 % of each other pin the rate: the pace is held at
+//     the least of them (5/s burst 1, where a throttle answers the first
+//     gap under 0.2 s and the gaps before bound it from below: a count of
+//     the cycle said 3.25/s of 5).
+//   - Once the second cycle's count was a bound from below (loose), later
+//     cycles measured against it came out over the rate (a bucket of 50/s
+//     burst 10 measured at 52-58/s and throttled every few seconds); the
+//     least bound, over a span of ten requests or more, measures them.
+//   - A count under the least bound counts a cycle that began under the
+//     rate and let the bucket overflow (50/s burst 5: 36/s, where the
+//     cycle's departures show 45/s). Where the most is known and the least
+//     is not measured well (or the count is over the most), the pace goes
+//     half way and climbs from the least to it (aimdKRough): a throttle
+//     there halves the gap; else the least is taken.
+//
+// Throttles of what a wait brought back (see measure) and servers taken
+// for a window are left as they are.
+func (a *aimd) bracket(ring []depRecord, seq uint64, at int64, later bool, measured, keep, k float64, fine bool) (float64, float64, float64, bool) {
+	if a.c.win || seq <= a.c.resumeN+1 || float64(seq-1-a.c.resumeN) <= a.c.burstN+1 {
+		return measured, keep, k, fine
+	}
+	lo, hi, span := a.bounds(ring, seq, at)
+	if lo <= 0 || hi > 0 && hi < lo || !(later && a.c.loose || lo > measured || hi > 0 && measured > hi) {
+		return measured, keep, k, fine
+	}
+	switch {
+	case hi > 0 && hi <= lo*1.1:
+		measured, keep, k, fine = lo, 1, 0, true
+	case later && a.c.loose && lo*span >= 10:
+		measured, keep = lo, 1
+		_, k = fitKeep(lo, span, false)
+		fine = k == 0
+	case measured >= lo && (hi == 0 || measured <= hi):
+	case hi > 0 && (lo*span < 10 || measured > hi):
+		measured = (lo + hi) / 2
+		keep, k, fine = lo/measured, aimdKRough.Seconds(), false
+	default:
+		measured, keep = lo, max(keep, bracketKeep)
+	}
+	if !later {
+		a.c.loose = true
+	}
+	return measured, keep, k, fine
+}
+
+// bracketKeep is the least share kept of the least rate a cycle's
+// departures show the server to sustain, when its count was under it
+// (see bracket).
+const bracketKeep = 0.98
+
+// cycleMarks is how many of a cycle's departures aimdCycles keeps, evenly
+// spread by their numbers from its first on (see mark).
+const cycleMarks = 32
+
+// depMark is a departure kept of a cycle: its number and when it left.
+type depMark struct {
+	seq uint64
+	at  int64
+}
+
+// mark notes departure seq at d, of the cycle under way, if it is one the
+// marks keep: every stride-th from the cycle's first. When they are full,
+// every other one is let go and the stride doubles, so that they span the
+// whole cycle however long it runs.
+func (a *aimd) mark(seq uint64, d int64) {
+	c := a.c
+	if c == nil || !c.cycleOn || seq <= c.resumeN || d < c.cycleAt {
+		return
+	}
+	if c.stride == 0 {
+		c.stride, c.nMarks = 1, 0
+	}
+	if (seq-c.resumeN-1)%c.stride != 0 {
+		return
+	}
+	if c.nMarks == cycleMarks {
+		for i := range cycleMarks / 2 {
+			c.marks[i] = c.marks[2*i]
+		}
+		c.nMarks, c.stride = cycleMarks/2, 2*c.stride
+		if (seq-c.resumeN-1)%c.stride != 0 {
+			return
+		}
+	}
+	c.marks[c.nMarks] = depMark{seq, d}
+	c.nMarks++
+}
+
+// bounds returns the least and the most rate that a bucket of B requests
+// may refill at, as the departures of the cycle throttled first at
+// departure seq (which left at at) show it: those remembered (ring) and
+// its marks (see mark); 0 for either that they do not bound. span is the
+// span in seconds the least was found over.
+//
+// Each departure of the cycle before seq went through: from any i to any
+// later j of them the bucket gave j−i requests and had one left for j, of
+// at most B at i and what came back in between, so r ≥ (j−i+1−B)/(t_j−t_i)
+// (lo), with B taken as the larger of what the first burst let through
+// and what a wait brings back. Unlike the cycle's count (see measure), it
+// does not fall when the cycle began under the rate and let the bucket
+// overflow: over the span from where it was last full to the throttle it
+// comes within about a request of the rate.
+//
+// And seq found less than one left: from the last instant f the bucket
+// was full, it gave what left since and refilled at r, with no overflow,
+// so r < (seq−i+1−B+g)/(t_seq−t_i) for the first departure i remembered
+// at or after f, with g departures between f and i not remembered (hi);
+// the most of these over i bounds r from above. B is taken as one there:
+// what a wait brings back is measured, not bound from below (taken as 11
+// of a bucket of 10, it put the most under the rate).
+//
+// The server counts a request when it comes, up to a round trip's
+// deviation after it left (see heardFrom), which widens both.
+func (a *aimd) bounds(ring []depRecord, seq uint64, at int64) (lo, hi, span float64) {
+	c := a.c
+	if !c.cycleOn || c.nMarks == 0 || c.marks[0].seq != c.resumeN+1 {
+		return 0, 0, 0
+	}
+	var pts [cycleMarks + depRing]depMark
+	n := 0
+	in := func(s uint64, t int64) bool {
+		return s > c.resumeN && s < seq && t >= c.cycleAt && t < at
+	}
+	for _, m := range c.marks[:c.nMarks] {
+		if in(m.seq, m.at) {
+			pts[n] = m
+			n++
+		}
+	}
+	for i := range ring {
+		if r := &ring[i]; r.seq != 0 && in(r.seq, r.at) && (r.seq-c.resumeN-1)%c.stride != 0 {
+			pts[n] = depMark{r.seq, r.at}
+			n++
+		}
+	}
+	ps := pts[:n]
+	slices.SortFunc(ps, func(x, y depMark) int { return cmp.Compare(x.seq, y.seq) })
+	bHi := max(c.b0, c.burst, 1)
+	const bLo = 1
+	slack := 2 * c.flightVar
+	for i, p := range ps {
+		g := 0.0
+		if i > 0 {
+			g = float64(p.seq - ps[i-1].seq - 1)
+		}
+		if d := float64(at-p.at) - slack; d > 0 {
+			hi = max(hi, (float64(seq-p.seq)+1-bLo+g)/(d/1e9))
+		} else {
+			hi = math.Inf(1) // too close to tell
+		}
+		for _, q := range ps[i+1:] {
+			if d := (float64(q.at-p.at) + slack) / 1e9; q.at > p.at && (float64(q.seq-p.seq)+1-bHi)/d > lo {
+				lo, span = (float64(q.seq-p.seq)+1-bHi)/d, d
+			}
+		}
+	}
+	if math.IsInf(hi, 1) {
+		hi = 0
+	}
+	return lo, hi, span
 }
 
 // aimdKRough is the climb's length after a rate measured roughly (see
@@ -1632,6 +1815,7 @@ func (a *aimd) left(d int64) bool {
 	}
 	if a.c.resumeAt != 0 && !a.c.cycleOn && d >= a.c.resumeAt {
 		a.c.cycleAt, a.c.cycleOn, a.c.cyclePace = d, true, a.at(d)
+		a.c.nMarks, a.c.stride = 0, 1
 	}
 	if a.c.free >= 1 && d >= a.c.resumeAt {
 		a.c.free--

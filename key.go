@@ -365,7 +365,9 @@ func (k *keyState) take(d, now, cost int64, route string, dep *departure) bool {
 	k.sampled(max(d, now))
 	if k.aimd.active {
 		k.aimdB.Interval = k.aimd.interval(d)
-		if k.aimd.left(d) {
+		free := k.aimd.left(d)
+		k.aimd.mark(k.sent+1, max(d, now))
+		if free {
 			// What a wait brought back: the pace goes on after it, from
 			// when it left. Those that leave after the wait's end (the
 			// workers' requests come back to the key after it) leave
