@@ -112,7 +112,10 @@ func TestRetryAfterOnlyServers(t *testing.T) {
 		{"fixed-window-20-per-2s-late", fakeserver.FixedWindow, 20, 2 * time.Second, 0, 1300 * time.Millisecond, [2]float64{0.94, 0.97}, [2]int{1, 1}},
 		// By where the run starts, 0.93-0.99 (TestRetryAfterOnlyServers' doc).
 		{"fixed-window-50-per-5s", fakeserver.FixedWindow, 50, 5 * time.Second, 0, 1200 * time.Millisecond, [2]float64{0.93, 0.93}, [2]int{1, 1}},
-		{"sliding-log-20-per-1s", fakeserver.SlidingWindow, 20, time.Second, 0, 0, [2]float64{0.83, 0.83}, [2]int{1, 1}},
+		// Its third cycle, sent at the pace, was measured against the
+		// second's quota at once, and came out at 18.7/s; its own count
+		// over its span says 19.85/s: 0.866 / 0.868 -> 0.883 / 0.886.
+		{"sliding-log-20-per-1s", fakeserver.SlidingWindow, 20, time.Second, 0, 0, [2]float64{0.87, 0.87}, [2]int{1, 1}},
 		{"sliding-log-100-per-10s", fakeserver.SlidingWindow, 100, 10 * time.Second, 0, 0, [2]float64{0.91, 0.95}, [2]int{1, 1}},
 		{"sliding-log-20-per-2s", fakeserver.SlidingWindow, 20, 2 * time.Second, 0, 0, [2]float64{0.92, 0.94}, [2]int{1, 1}},
 	} {
