@@ -1099,6 +1099,9 @@ type aimdCycles struct {
 	marks  [cycleMarks]depMark
 	nMarks int
 	stride uint64
+	// rLo, rHi: the least and the most rate the cycles so far bound, and
+	// the span the least was found over (see bracket); 0: none.
+	rLo, rLoSpan, rHi float64
 	// loose: the second cycle's count (n2) is a bound from below (the
 	// cycle let the bucket overflow), not a point on the line that later
 	// cycles are measured against (see bracket).
@@ -1344,7 +1347,7 @@ func (a *aimd) measure(seq uint64, at, firstAt int64, ring []depRecord) (rate, k
 		keep, k = fitKeep(rate, s, false)
 		return rate, keep, k, k == 0 && !a.overflows(rate, a.c.cycleAt, at, a.c.burstN)
 	case a.c.win:
-	case !a.c.loose && s-a.c.s2 >= 1 && n > a.c.n2+1:
+	case s-a.c.s2 >= 1 && n > a.c.n2+1 && !(a.c.loose && a.loFine(a.bounds(ring, seq, at))):
 		rate = (n - a.c.n2) / (s - a.c.s2)
 		b0 := a.c.n2 - rate*a.c.s2
 		if a.c.b0 > 0 || a.c.n2 >= a.c.burst-1 {
@@ -1501,7 +1504,7 @@ func (a *aimd) lastFull(ring []depRecord, seq uint64, at int64) (rate, span floa
 //   - Once the second cycle's count was a bound from below (loose), later
 //     cycles measured against it came out over the rate (a bucket of 50/s
 //     burst 10 measured at 52-58/s and throttled every few seconds); the
-//     least bound, over a span of ten requests or more, measures them.
+//     least bound measures them where it is measured well (loFine).
 //   - A count under the least bound counts a cycle that began under the
 //     rate and let the bucket overflow (50/s burst 5: 36/s, where the
 //     cycle's departures show 45/s). Where the most is known and the least
@@ -1515,17 +1518,39 @@ func (a *aimd) lastFull(ring []depRecord, seq uint64, at int64) (rate, span floa
 // Throttles of what a wait brought back (see measure) and servers taken
 // for a window are left as they are.
 func (a *aimd) bracket(ring []depRecord, seq uint64, at int64, later bool, measured, keep, k float64, fine bool) (float64, float64, float64, bool) {
-	if a.c.win || seq <= a.c.resumeN+1 || float64(seq-1-a.c.resumeN) <= a.c.burstN+1 {
+	if a.c.win || seq <= a.c.resumeN+1 || a.c.burstN > 0 && float64(seq-1-a.c.resumeN) <= a.c.burstN+1 {
 		return measured, keep, k, fine
 	}
 	lo, hi, span := a.bounds(ring, seq, at)
+	if p := a.at(at); a.c.burstN == 0 && (hi == 0 || p < hi) {
+		// All of the cycle left at the pace, which climbed to p: a bucket
+		// that refills at p or more throttles none of it.
+		hi = p
+	}
+	// The cycles before bound the same rate: the most narrows over the run,
+	// unless this cycle disagrees. Their least is taken only for a cycle
+	// throttled before it could bound one (a bucket of one request, paced
+	// half way between its bounds and over its rate, throttles the second
+	// request after each wait): a window's quota at its boundary, taken for
+	// a bucket's, bounds it over the rate (46 of 30 a second let through in
+	// 0.5 s: 34/s), and held there it was throttled every second.
+	c := a.c
+	if c.rHi > 0 && c.rHi >= lo && (hi == 0 || c.rHi < hi) {
+		hi = c.rHi
+	}
+	if seq-1-c.resumeN < 3 && c.rLo > lo && (hi == 0 || hi >= c.rLo) {
+		lo, span = c.rLo, c.rLoSpan
+	}
+	if lo > 0 && (hi == 0 || hi >= lo) {
+		c.rLo, c.rLoSpan, c.rHi = lo, span, hi
+	}
 	if lo <= 0 || hi > 0 && hi < lo || !(later && a.c.loose || lo > measured || hi > 0 && measured > hi) {
 		return measured, keep, k, fine
 	}
 	switch {
 	case hi > 0 && hi <= lo*1.1:
 		measured, keep, k, fine = lo, 1, 0, true
-	case later && a.c.loose && lo*span >= 10:
+	case later && a.c.loose && a.loFine(lo, hi, span):
 		measured, keep = lo, 1
 		_, k = fitKeep(lo, span, false)
 		fine = k == 0
@@ -1544,6 +1569,23 @@ func (a *aimd) bracket(ring []depRecord, seq uint64, at int64, later bool, measu
 	}
 	return measured, keep, k, fine
 }
+
+// loFine reports whether lo, the least rate a cycle's departures bound
+// over span seconds (as bounds returns them, with the most), measures the
+// rate: over ten requests or more, and within loFineErr of it however
+// small the bucket (the bucket is taken as B requests, the larger of what
+// the first burst let through and what a wait brings back). Over a long
+// round trip (120 ms) a flight of 8 workers let 26 through a bucket of
+// 10, and a least of 38/s over 1.6 s, taken for 50/s, held the pace there
+// (0.877 -> 0.722 of the least time over 30 s).
+func (a *aimd) loFine(lo, _, span float64) bool {
+	return lo*span >= 10 && (max(a.c.b0, a.c.burst, 1)+1)/(lo*span) <= loFineErr
+}
+
+// loFineErr is the most error, as a share of it, that loFine allows the
+// least rate bound: with B over-counted, buckets of 50/s burst 5 and 10
+// are bound at 48/s over 1.4-2 s, within 0.12-0.14 by that count.
+const loFineErr = 0.15
 
 // bracketKeep is the least share kept of the least rate a cycle's
 // departures show the server to sustain, when its count was under it
