@@ -1,7 +1,9 @@
 package headway
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/headway-go/headway/ratelimitheader"
@@ -1092,6 +1094,18 @@ type aimdCycles struct {
 	// overflow (not capped: an overflow makes the count a bound from
 	// below); the climb past it explores at the scale of its error.
 	fine bool
+	// marks: departures of the cycle under way, every stride-th from its
+	// first (see mark).
+	marks  [cycleMarks]depMark
+	nMarks int
+	stride uint64
+	// rLo, rHi: the least and the most rate the cycles so far bound, and
+	// the span the least was found over (see bracket); 0: none.
+	rLo, rLoSpan, rHi float64
+	// loose: the second cycle's count (n2) is a bound from below (the
+	// cycle let the bucket overflow), not a point on the line that later
+	// cycles are measured against (see bracket).
+	loose bool
 }
 
 // floorKeep is the share kept of a pace a window's quota a wait sustains
@@ -1180,8 +1194,8 @@ func (a *aimd) throttledAt(now int64, seq uint64, at int64, atKnown bool, firstA
 	}
 	var measured float64
 	keep, k, fine := aimdBeta, 0.0, false
+	later := a.c.n2 != 0
 	if atKnown && a.active {
-		later := a.c.n2 != 0
 		measured, keep, k, fine = a.measure(seq, at, firstAt, ring)
 		if measured > 0 {
 			ok = false
@@ -1219,6 +1233,9 @@ func (a *aimd) throttledAt(now int64, seq uint64, at int64, atKnown bool, firstA
 		}
 	default:
 		measured = a.at(now)
+	}
+	if atKnown && a.active {
+		measured, keep, k, fine = a.bracket(ring, seq, at, later, measured, keep, k, fine)
 	}
 	if f := a.c.floor; f > measured {
 		measured, keep, k, fine = f, floorKeep, 0, false
@@ -1301,6 +1318,7 @@ func (a *aimd) measure(seq uint64, at, firstAt int64, ring []depRecord) (rate, k
 		rate = (n + 0.5 - a1) / (s - t1)
 		a.c.b0 = max(a1-rate*t1, 1)
 		capped := a.capped(rate, s, 0)
+		a.c.loose = capped
 		keep, k = fitKeep(rate, s-t1, capped)
 		return rate, keep, k, k == 0 && !capped
 	case !a.c.win && a.c.burstN > 0 && n <= a.c.burstN+1:
@@ -1329,7 +1347,7 @@ func (a *aimd) measure(seq uint64, at, firstAt int64, ring []depRecord) (rate, k
 		keep, k = fitKeep(rate, s, false)
 		return rate, keep, k, k == 0 && !a.overflows(rate, a.c.cycleAt, at, a.c.burstN)
 	case a.c.win:
-	case s-a.c.s2 >= 1 && n > a.c.n2+1:
+	case s-a.c.s2 >= 1 && n > a.c.n2+1 && !(a.c.loose && a.loFine(a.bounds(ring, seq, at))):
 		rate = (n - a.c.n2) / (s - a.c.s2)
 		b0 := a.c.n2 - rate*a.c.s2
 		if a.c.b0 > 0 || a.c.n2 >= a.c.burst-1 {
@@ -1339,6 +1357,15 @@ func (a *aimd) measure(seq uint64, at, firstAt int64, ring []depRecord) (rate, k
 			// 20 per 1 s: 13 at once after each wait overran it), none
 			// is taken as sent at once.
 			b0 = min(b0, a.c.b0+1)
+			if a.c.n2 >= a.c.burst-1 && a.c.n2 <= a.c.burst+1 && s > 0 {
+				// A window's or a log's: the second cycle's count is its
+				// quota at once, and a later one, sent at the pace with
+				// nothing at once, lies under the line through it (a log
+				// of 20 per 1 s: 18.7/s, from 229 let through in 11.5 s).
+				// Its own count, but what it sent at once, over its span
+				// is the pace the server let through (19.85/s there).
+				rate = max(rate, (n-a.c.burstN)/s)
+			}
 		}
 		// (Never measured, and a second cycle that let through less than
 		// the first burst: a wait brings back less than the bucket holds,
@@ -1462,6 +1489,219 @@ func (a *aimd) lastFull(ring []depRecord, seq uint64, at int64) (rate, span floa
 		}
 	}
 	return rate, span
+}
+
+// bracket checks the rate measured (with the share of it to keep, the
+// climb's length and whether it was measured well, as measure returns
+// them) for the cycle throttled first at departure seq, which left at at,
+// against what its departures bound the rate to (see bounds), and returns
+// them as they stand or as the bounds put them:
+//
+//   - Bounds within 10 % of each other pin the rate: the pace is held at
+//     the least of them (5/s burst 1, where a throttle answers the first
+//     gap under 0.2 s and the gaps before bound it from below: a count of
+//     the cycle said 3.25/s of 5).
+//   - Once the second cycle's count was a bound from below (loose), later
+//     cycles measured against it came out over the rate (a bucket of 50/s
+//     burst 10 measured at 52-58/s and throttled every few seconds); the
+//     least bound measures them where it is measured well (loFine).
+//   - A count under the least bound counts a cycle that began under the
+//     rate and let the bucket overflow (50/s burst 5: 36/s, where the
+//     cycle's departures show 45/s). Where the most is known and the least
+//     is not measured well (or the count is over the most), the pace goes
+//     half way, where a throttle halves the gap: within 30 % of each
+//     other, it is held there (a bucket of 5/s burst 1 bounded at 4.1-5.2
+//     after its second cycle: held at 4.7/s, no throttle more, where a
+//     climb on to the most cost a third); further apart, it climbs there
+//     from the least (aimdKRough). Else the least is taken.
+//
+// Throttles of what a wait brought back (see measure) and servers taken
+// for a window are left as they are.
+func (a *aimd) bracket(ring []depRecord, seq uint64, at int64, later bool, measured, keep, k float64, fine bool) (float64, float64, float64, bool) {
+	if a.c.win || seq <= a.c.resumeN+1 || a.c.burstN > 0 && float64(seq-1-a.c.resumeN) <= a.c.burstN+1 {
+		return measured, keep, k, fine
+	}
+	lo, hi, span := a.bounds(ring, seq, at)
+	if p := a.at(at); a.c.burstN == 0 && (hi == 0 || p < hi) {
+		// All of the cycle left at the pace, which climbed to p: a bucket
+		// that refills at p or more throttles none of it.
+		hi = p
+	}
+	// The cycles before bound the same rate: the most narrows over the run,
+	// unless this cycle disagrees. Their least is taken only for a cycle
+	// throttled before it could bound one (a bucket of one request, paced
+	// half way between its bounds and over its rate, throttles the second
+	// request after each wait): a window's quota at its boundary, taken for
+	// a bucket's, bounds it over the rate (46 of 30 a second let through in
+	// 0.5 s: 34/s), and held there it was throttled every second.
+	c := a.c
+	if c.rHi > 0 && c.rHi >= lo && (hi == 0 || c.rHi < hi) {
+		hi = c.rHi
+	}
+	if seq-1-c.resumeN < 3 && c.rLo > lo && (hi == 0 || hi >= c.rLo) {
+		lo, span = c.rLo, c.rLoSpan
+	}
+	if lo > 0 && (hi == 0 || hi >= lo) {
+		c.rLo, c.rLoSpan, c.rHi = lo, span, hi
+	}
+	if lo <= 0 || hi > 0 && hi < lo || !(later && a.c.loose || lo > measured || hi > 0 && measured > hi) {
+		return measured, keep, k, fine
+	}
+	switch {
+	case hi > 0 && hi <= lo*1.1:
+		measured, keep, k, fine = lo, 1, 0, true
+	case later && a.c.loose && a.loFine(lo, hi, span):
+		measured, keep = lo, 1
+		_, k = fitKeep(lo, span, false)
+		fine = k == 0
+	case measured >= lo && (hi == 0 || measured <= hi):
+	case hi > 0 && (lo*span < 10 || measured > hi):
+		measured = (lo + hi) / 2
+		keep, k, fine = lo/measured, aimdKRough.Seconds(), false
+		if hi <= lo*1.3 {
+			keep, k, fine = 1, 0, true
+		}
+	default:
+		measured, keep = lo, max(keep, bracketKeep)
+	}
+	if !later {
+		a.c.loose = true
+	}
+	return measured, keep, k, fine
+}
+
+// loFine reports whether lo, the least rate a cycle's departures bound
+// over span seconds (as bounds returns them, with the most), measures the
+// rate: over ten requests or more, and within loFineErr of it however
+// small the bucket (the bucket is taken as B requests, the larger of what
+// the first burst let through and what a wait brings back). Over a long
+// round trip (120 ms) a flight of 8 workers let 26 through a bucket of
+// 10, and a least of 38/s over 1.6 s, taken for 50/s, held the pace there
+// (0.877 -> 0.722 of the least time over 30 s).
+func (a *aimd) loFine(lo, _, span float64) bool {
+	return lo*span >= 10 && (max(a.c.b0, a.c.burst, 1)+1)/(lo*span) <= loFineErr
+}
+
+// loFineErr is the most error, as a share of it, that loFine allows the
+// least rate bound: with B over-counted, buckets of 50/s burst 5 and 10
+// are bound at 48/s over 1.4-2 s, within 0.12-0.14 by that count.
+const loFineErr = 0.15
+
+// bracketKeep is the least share kept of the least rate a cycle's
+// departures show the server to sustain, when its count was under it
+// (see bracket).
+const bracketKeep = 0.98
+
+// cycleMarks is how many of a cycle's departures aimdCycles keeps, evenly
+// spread by their numbers from its first on (see mark).
+const cycleMarks = 32
+
+// depMark is a departure kept of a cycle: its number and when it left.
+type depMark struct {
+	seq uint64
+	at  int64
+}
+
+// mark notes departure seq at d, of the cycle under way, if it is one the
+// marks keep: every stride-th from the cycle's first. When they are full,
+// every other one is let go and the stride doubles, so that they span the
+// whole cycle however long it runs.
+func (a *aimd) mark(seq uint64, d int64) {
+	c := a.c
+	if c == nil || !c.cycleOn || seq <= c.resumeN || d < c.cycleAt {
+		return
+	}
+	if c.stride == 0 {
+		c.stride, c.nMarks = 1, 0
+	}
+	if (seq-c.resumeN-1)%c.stride != 0 {
+		return
+	}
+	if c.nMarks == cycleMarks {
+		for i := range cycleMarks / 2 {
+			c.marks[i] = c.marks[2*i]
+		}
+		c.nMarks, c.stride = cycleMarks/2, 2*c.stride
+		if (seq-c.resumeN-1)%c.stride != 0 {
+			return
+		}
+	}
+	c.marks[c.nMarks] = depMark{seq, d}
+	c.nMarks++
+}
+
+// bounds returns the least and the most rate that a bucket of B requests
+// may refill at, as the departures of the cycle throttled first at
+// departure seq (which left at at) show it: those remembered (ring) and
+// its marks (see mark); 0 for either that they do not bound. span is the
+// span in seconds the least was found over.
+//
+// Each departure of the cycle before seq went through: from any i to any
+// later j of them the bucket gave j−i requests and had one left for j, of
+// at most B at i and what came back in between, so r ≥ (j−i+1−B)/(t_j−t_i)
+// (lo), with B taken as the larger of what the first burst let through
+// and what a wait brings back. Unlike the cycle's count (see measure), it
+// does not fall when the cycle began under the rate and let the bucket
+// overflow: over the span from where it was last full to the throttle it
+// comes within about a request of the rate.
+//
+// And seq found less than one left: from the last instant f the bucket
+// was full, it gave what left since and refilled at r, with no overflow,
+// so r < (seq−i+1−B+g)/(t_seq−t_i) for the first departure i remembered
+// at or after f, with g departures between f and i not remembered (hi);
+// the most of these over i bounds r from above. B is taken as one there:
+// what a wait brings back is measured, not bound from below (taken as 11
+// of a bucket of 10, it put the most under the rate).
+//
+// The server counts a request when it comes, up to a round trip's
+// deviation after it left (see heardFrom), which widens both.
+func (a *aimd) bounds(ring []depRecord, seq uint64, at int64) (lo, hi, span float64) {
+	c := a.c
+	if !c.cycleOn || c.nMarks == 0 || c.marks[0].seq != c.resumeN+1 {
+		return 0, 0, 0
+	}
+	var pts [cycleMarks + depRing]depMark
+	n := 0
+	in := func(s uint64, t int64) bool {
+		return s > c.resumeN && s < seq && t >= c.cycleAt && t < at
+	}
+	for _, m := range c.marks[:c.nMarks] {
+		if in(m.seq, m.at) {
+			pts[n] = m
+			n++
+		}
+	}
+	for i := range ring {
+		if r := &ring[i]; r.seq != 0 && in(r.seq, r.at) && (r.seq-c.resumeN-1)%c.stride != 0 {
+			pts[n] = depMark{r.seq, r.at}
+			n++
+		}
+	}
+	ps := pts[:n]
+	slices.SortFunc(ps, func(x, y depMark) int { return cmp.Compare(x.seq, y.seq) })
+	bHi := max(c.b0, c.burst, 1)
+	const bLo = 1
+	slack := 2 * c.flightVar
+	for i, p := range ps {
+		g := 0.0
+		if i > 0 {
+			g = float64(p.seq - ps[i-1].seq - 1)
+		}
+		if d := float64(at-p.at) - slack; d > 0 {
+			hi = max(hi, (float64(seq-p.seq)+1-bLo+g)/(d/1e9))
+		} else {
+			hi = math.Inf(1) // too close to tell
+		}
+		for _, q := range ps[i+1:] {
+			if d := (float64(q.at-p.at) + slack) / 1e9; q.at > p.at && (float64(q.seq-p.seq)+1-bHi)/d > lo {
+				lo, span = (float64(q.seq-p.seq)+1-bHi)/d, d
+			}
+		}
+	}
+	if math.IsInf(hi, 1) {
+		hi = 0
+	}
+	return lo, hi, span
 }
 
 // aimdKRough is the climb's length after a rate measured roughly (see
@@ -1632,6 +1872,7 @@ func (a *aimd) left(d int64) bool {
 	}
 	if a.c.resumeAt != 0 && !a.c.cycleOn && d >= a.c.resumeAt {
 		a.c.cycleAt, a.c.cycleOn, a.c.cyclePace = d, true, a.at(d)
+		a.c.nMarks, a.c.stride = 0, 1
 	}
 	if a.c.free >= 1 && d >= a.c.resumeAt {
 		a.c.free--

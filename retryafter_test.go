@@ -57,26 +57,42 @@ func TestRetryAfterOnlyServers(t *testing.T) {
 	}{
 		// Its rate is over a request a round trip (22 ms): the second
 		// cycle, sent a request a round trip for a while (see aimd.serial),
-		// is held under it: 0.877 / 0.872 -> 0.842 / 0.835.
-		{"token-bucket-50/s-burst-10", fakeserver.TokenBucket, 50, time.Second, 10, 0, [2]float64{0.83, 0.83}, [2]int{1, 1}},
+		// is held under it: 0.877 / 0.872 -> 0.842 / 0.835. That cycle
+		// lets the bucket overflow and counts 39-45/s; its departures
+		// bound the rate from below at 45-47/s, and later cycles, which
+		// were measured against its count at 51-58/s, are measured by
+		// their own bound (see aimd.bracket): 0.857 / 0.866.
+		{"token-bucket-50/s-burst-10", fakeserver.TokenBucket, 50, time.Second, 10, 0, [2]float64{0.84, 0.85}, [2]int{1, 1}},
 		// Its cycles begin under the rate and let the bucket of 5
 		// overflow: they measured 43/s (0.74 / 0.81) until the departures
 		// since it was last full did (lastFull).
 		// Slow start goes on from what the first burst let through (see
 		// aimdFirstPace), under this bucket's rate: 0.825 -> 0.789 with 32
 		// workers; the bucket taken as the first burst less its refill
-		// (see aimd.lastFull) gives back 0.01 (0.803 / 0.800).
-		{"token-bucket-50/s-burst-5", fakeserver.TokenBucket, 50, time.Second, 5, 0, [2]float64{0.79, 0.79}, [2]int{1, 1}},
+		// (see aimd.lastFull) gives back 0.01 (0.803 / 0.800). The second
+		// cycle's departures bound the rate at 45/s where its count said
+		// 36/s, and the third's at 48/s (see aimd.bracket): 0.805 /
+		// 0.796 -> 0.831 / 0.827.
+		{"token-bucket-50/s-burst-5", fakeserver.TokenBucket, 50, time.Second, 5, 0, [2]float64{0.82, 0.81}, [2]int{1, 1}},
 		// A bucket of one throttles the second request after each wait
 		// at any pace over its rate: cut by a tenth a throttle, the pace
 		// came down from 16/s in 35 of them (0.513 / 0.379) until they
-		// halved it (aimdDeep).
-		{"token-bucket-5/s-burst-1", fakeserver.TokenBucket, 5, time.Second, 1, 0, [2]float64{0.64, 0.64}, [2]int{1, 1}},
+		// halved it (aimdDeep). Its cycles ran under the rate and
+		// counted it at 3.3-3.9/s (0.660, 11 throttles with 8 workers);
+		// the gaps the bucket let through bound it from below, the one it
+		// throttled from above (4.1-5.2/s after the second cycle, 4.9-5.3
+		// after the third), and the pace goes half way, then to the least
+		// (see aimd.bracket): 0.833 / 0.834, 10 throttles. Held half way
+		// (4.7/s), not climbing on to the most, it is throttled no more
+		// after the second cycle: 0.852 / 0.852, 9 throttles.
+		{"token-bucket-5/s-burst-1", fakeserver.TokenBucket, 5, time.Second, 1, 0, [2]float64{0.84, 0.84}, [2]int{1, 1}},
 		// A wait of a second brings back 20 of the 40 it holds: sent at
 		// once after each wait since the second cycle measures it (0.951 /
 		// 0.949 while it was taken as none).
 		{"token-bucket-20/s-burst-40", fakeserver.TokenBucket, 20, time.Second, 40, 0, [2]float64{0.97, 0.97}, [2]int{3, 2}},
-		{"token-bucket-7/s-burst-3", fakeserver.TokenBucket, 7, time.Second, 3, 0, [2]float64{0.86, 0.86}, [2]int{1, 1}},
+		// Its third cycle counted 6.82/s where its departures show 6.98/s
+		// at least (see aimd.bracket): 0.875 -> 0.884.
+		{"token-bucket-7/s-burst-3", fakeserver.TokenBucket, 7, time.Second, 3, 0, [2]float64{0.87, 0.87}, [2]int{1, 1}},
 		{"token-bucket-10/s-burst-10", fakeserver.TokenBucket, 10, time.Second, 10, 0, [2]float64{0.95, 0.95}, [2]int{1, 1}},
 		{"leaky-bucket-20/s-burst-10", fakeserver.LeakyBucket, 20, time.Second, 10, 0, [2]float64{0.88, 0.88}, [2]int{1, 1}},
 		{"fixed-window-20-per-1s", fakeserver.FixedWindow, 20, time.Second, 0, 300 * time.Millisecond, [2]float64{0.88, 0.84}, [2]int{1, 1}},
@@ -87,15 +103,21 @@ func TestRetryAfterOnlyServers(t *testing.T) {
 		// departures took (see aimd.measure), costs it 0.03 (0.856 /
 		// 0.840 before), where buckets gain up to 0.2 with one or two
 		// workers (TestRetryAfterOnlyFewWorkers); with 32, the floor of
-		// a later cycle gains it 0.07 (0.811 -> 0.881).
-		{"fixed-window-30-per-1s-late", fakeserver.FixedWindow, 30, time.Second, 0, 700 * time.Millisecond, [2]float64{0.82, 0.86}, [2]int{3, 3}},
+		// a later cycle gains it 0.07 (0.811 -> 0.881). With 32, what a
+		// wait brings back leaves after it ends as the workers come back,
+		// and the pace now goes on from when it left, not from the
+		// wait's end: 0.881 -> 0.924, 19 throttles -> 12.
+		{"fixed-window-30-per-1s-late", fakeserver.FixedWindow, 30, time.Second, 0, 700 * time.Millisecond, [2]float64{0.82, 0.91}, [2]int{3, 3}},
 		// Entered 1.3 s into a window of 2 s: the first wait is of a
 		// second, a later one of two (see aimd.measure: 0.737 / 0.747
 		// while its cycles were taken for a bucket's).
 		{"fixed-window-20-per-2s-late", fakeserver.FixedWindow, 20, 2 * time.Second, 0, 1300 * time.Millisecond, [2]float64{0.94, 0.97}, [2]int{1, 1}},
 		// By where the run starts, 0.93-0.99 (TestRetryAfterOnlyServers' doc).
 		{"fixed-window-50-per-5s", fakeserver.FixedWindow, 50, 5 * time.Second, 0, 1200 * time.Millisecond, [2]float64{0.93, 0.93}, [2]int{1, 1}},
-		{"sliding-log-20-per-1s", fakeserver.SlidingWindow, 20, time.Second, 0, 0, [2]float64{0.83, 0.83}, [2]int{1, 1}},
+		// Its third cycle, sent at the pace, was measured against the
+		// second's quota at once, and came out at 18.7/s; its own count
+		// over its span says 19.85/s: 0.866 / 0.868 -> 0.883 / 0.886.
+		{"sliding-log-20-per-1s", fakeserver.SlidingWindow, 20, time.Second, 0, 0, [2]float64{0.87, 0.87}, [2]int{1, 1}},
 		{"sliding-log-100-per-10s", fakeserver.SlidingWindow, 100, 10 * time.Second, 0, 0, [2]float64{0.91, 0.95}, [2]int{1, 1}},
 		{"sliding-log-20-per-2s", fakeserver.SlidingWindow, 20, 2 * time.Second, 0, 0, [2]float64{0.92, 0.94}, [2]int{1, 1}},
 	} {
@@ -197,8 +219,10 @@ func TestRetryAfterOnlyFewWorkers(t *testing.T) {
 		{"token-bucket-20/s-burst-10", fakeserver.TokenBucket, 20, 10, 0, [2]float64{0.87, 0.90}, 1},
 		// Two workers: 0.885 -> 0.818 since the second cycle is sent a
 		// request a round trip (aimd.serial); over 3 seeds and 10
-		// spreads of the first flight, 0.694 -> 0.786 on average.
-		{"token-bucket-50/s-burst-10", fakeserver.TokenBucket, 50, 10, 0, [2]float64{0.87, 0.81}, 1},
+		// spreads of the first flight, 0.694 -> 0.786 on average. Later
+		// cycles measured by their own departures (aimd.bracket), not
+		// against the second's count: 0.818 -> 0.839 with two.
+		{"token-bucket-50/s-burst-10", fakeserver.TokenBucket, 50, 10, 0, [2]float64{0.87, 0.83}, 1},
 		{"token-bucket-10/s-burst-10", fakeserver.TokenBucket, 10, 10, 0, [2]float64{0.95, 0.95}, 1},
 		// Two workers had two throttles in a window: the second of the
 		// pair, in flight when the first came back. Sent a request a
