@@ -209,3 +209,42 @@ func TestABucketIsNotTakenForAConcurrencyLimit(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkConcurrencyLimit runs TestAConcurrencyLimitIsLearned's server
+// over loopback: 5 requests at work at once, answers of 100 ms, 500
+// requests (10 s at the least), and reports the efficiency, the throttles
+// and the requests sent inside a wait after it was read.
+//
+//	go test -run '^$' -bench ConcurrencyLimit -benchtime 1x .
+func BenchmarkConcurrencyLimit(b *testing.B) {
+	for _, d := range []struct {
+		name string
+		d    fakeserver.Dialect
+	}{{"bare", fakeserver.Bare{}}, {"retry-after", fakeserver.RetryAfterSeconds{}}} {
+		for _, workers := range []int{8, 32} {
+			b.Run(fmt.Sprintf("%s/workers=%d", d.name, workers), func(b *testing.B) {
+				const limit, n, lat = 5, 500, 100 * time.Millisecond
+				var eff, throttled, known float64
+				for range b.N {
+					sh := fakeserver.Shape{Name: "concurrency", Rate: limit / lat.Seconds(), Burst: limit,
+						Config: fakeserver.Config{Limit: 1 << 20, Burst: 1 << 20, Window: time.Second, MaxInFlight: limit,
+							Dialect: d.d, Faults: fakeserver.Faults{Latency: lat}}}
+					fs, err := fakeserver.Start(sh.Config)
+					if err != nil {
+						b.Fatal(err)
+					}
+					base := &http.Transport{MaxIdleConnsPerHost: workers}
+					r := runShape(b, sh, fs.Server, base, fs.URL, n, workers)
+					fs.Close()
+					base.CloseIdleConnections()
+					eff += (n * lat / limit).Seconds() / r.elapsed.Seconds()
+					throttled += float64(r.throttled)
+					known += float64(r.known)
+				}
+				b.ReportMetric(eff/float64(b.N), "efficiency")
+				b.ReportMetric(throttled/float64(b.N), "throttled/op")
+				b.ReportMetric(known/float64(b.N), "known-early/op")
+			})
+		}
+	}
+}
