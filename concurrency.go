@@ -64,6 +64,18 @@ type concLimit struct {
 	hist [concHist]struct{ sent, at int64 }
 	next int
 	lat  int64 // how long answers that were not throttles took, smoothed
+	// lastAt is when the last bare throttle came.
+	lastAt int64
+}
+
+// measuring reports whether a throttle of c is being measured.
+func (c *concLimit) measuring() bool {
+	for i := range c.m {
+		if c.m[i].open {
+			return true
+		}
+	}
+	return false
 }
 
 type savedPace struct {
@@ -94,6 +106,7 @@ const (
 	concHist     = 64
 	concFlights  = 4
 	atWorkSpan   = 30 * time.Second
+	concIdle     = 30 * time.Second
 )
 
 // departed notes, under k.mu, how many requests of k are out as dep
@@ -108,14 +121,15 @@ func (k *keyState) departed(dep *departure) {
 // not, now (see concLimit).
 func (k *keyState) concThrottle(now int64, dep departure, b bareThrottle) bool {
 	c := k.conc
-	first := c == nil
-	if first {
+	if c == nil {
 		c = &concLimit{every: int64(confirmRaise)}
 		k.conc = c
 	}
 	if c.misses >= concMisses {
 		return false
 	}
+	fresh := !k.capping.Load() // no answer kept since the last throttles (see concAnswered)
+	c.lastAt = now
 	if c.cap > 0 && dep.seq <= c.changedN {
 		// It left before the cap changed, not held to it: the cap's if
 		// the cap holds it out now, and no measure of the cap.
@@ -146,9 +160,9 @@ func (k *keyState) concThrottle(now int64, dep departure, b bareThrottle) bool {
 	}
 	m := &c.m[slot]
 	*m = concMeasure{open: true, sent: dep.sent, at: now, until: now + 2*lat}
-	if first {
-		// No answer was kept before: those that came back since it left
-		// (of its flight, as a rule) were at work when it came.
+	if fresh {
+		// No answer was kept: those that came back since it left (of its
+		// flight, as a rule) were at work when it came.
 		m.count = uint64(k.okN.Load() - dep.okAt)
 	}
 	for _, h := range c.hist {
@@ -176,9 +190,16 @@ func (k *keyState) concSlot() bool {
 }
 
 // concAnswered takes in, under k.mu at now, the answer to dep (ok: not a
-// throttle): a measure's count, and a cap's slot freed.
+// throttle): a measure's count, and a cap's slot freed. A key with no cap
+// and no measure under way stops keeping its answers concIdle after its
+// last throttle: its answers take no lock again until the next one.
 func (k *keyState) concAnswered(now int64, dep *departure, ok bool) {
 	c := k.conc
+	defer func() {
+		if c.cap == 0 && now-c.lastAt > int64(concIdle) && !c.measuring() {
+			k.capping.Store(false)
+		}
+	}()
 	if ok {
 		// What came back since it left, having left no later, was at work
 		// with it (a lower bound: more may be on its way).
@@ -288,10 +309,10 @@ func (k *keyState) concMeasured(now int64, m concMeasure) {
 func (k *keyState) concFreed(dep *departure, ok bool) {
 	now := k.env.now()
 	k.mu.Lock()
-	if k.conc != nil {
+	if c := k.conc; c != nil {
 		k.concAnswered(now, dep, ok)
-		if k.queue.head != nil {
-			k.dispatch(now)
+		if k.queue.head != nil && (c.cap > 0 || k.rare&rareCapped != 0 || c.saved != nil) {
+			k.dispatch(now) // a slot of the cap, or a cap just dropped
 		}
 	}
 	k.mu.Unlock()
