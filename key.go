@@ -149,6 +149,7 @@ type bareThrottle struct {
 	pausedTill int64
 	wait       time.Duration
 	hasWait    bool
+	unpaced    bool // it left under a learned cap, not at the pace (see concMeasured)
 }
 
 // acquire waits until a request of the given cost may leave on k, or fails.
@@ -1108,7 +1109,12 @@ func (k *keyState) cut(b bareThrottle) {
 		// the pace the key had.
 		known = false
 	}
-	k.aimd.throttledAt(now, seq, b.at, b.atKnown && b.hasWait, k.firstAt, k.window.lastAt, k.sent, n, span, known, known && pausedTill > now-int64(time.Second), k.model.ring())
+	// A throttle that left under a learned cap, at no pace, cuts no pace
+	// that has measured the server's (see concMeasured); slow start's,
+	// which measured nothing yet, is cut as by any.
+	if !b.unpaced || !k.aimd.active || k.aimd.slow {
+		k.aimd.throttledAt(now, seq, b.at, b.atKnown && b.hasWait, k.firstAt, k.window.lastAt, k.sent, n, span, known, known && pausedTill > now-int64(time.Second), k.model.ring())
+	}
 	k.sustain()
 	k.aimdB.Interval, k.aimdB.Burst, k.aimdB.Unweighted = k.aimd.interval(now), 1, true
 	// The throttle emptied the server's bucket: the next request waits
