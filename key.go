@@ -149,7 +149,8 @@ type bareThrottle struct {
 	pausedTill int64
 	wait       time.Duration
 	hasWait    bool
-	unpaced    bool // it left under a learned cap, not at the pace (see concMeasured)
+	unpaced    bool   // it left under a learned cap, not at the pace (see concMeasured)
+	sent       uint64 // departures of the key when it came; 0: as many as now
 }
 
 // acquire waits until a request of the given cost may leave on k, or fails.
@@ -1045,7 +1046,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 	k.aimd.heardFrom(now, seq, now-dep.sent)
 	k.sustain()
 	bare := k.bare(sig)
-	b := bareThrottle{now: now, seq: seq, at: dep.sent, atKnown: true, pausedTill: pausedTill, wait: wait, hasWait: sig.HasWait}
+	b := bareThrottle{now: now, seq: seq, at: dep.sent, atKnown: true, pausedTill: pausedTill, wait: wait, hasWait: sig.HasWait, sent: k.sent}
 	capped := bare && !k.fleetPaced && len(k.pacer.buckets) == 0 && k.concThrottle(now, dep, b)
 	if capped {
 		// The cap's throttle: no measure of the pace, no strike.
@@ -1131,7 +1132,15 @@ func (k *keyState) cut(b bareThrottle) {
 		}
 		k.aimdB.TAT = satAdd(now, int64(b.wait))
 		if c := k.aimd.cycles(); c.resumeAt == 0 || seq > c.resumeN {
-			k.aimd.waited(k.aimdB.TAT, int64(b.wait), k.sent)
+			// A throttle held for its measure (see concMeasured) is
+			// taken in later: the cycle counts from what had left when
+			// it came, since what left under the cap after its wait went
+			// through on the server's count too.
+			sent := k.sent
+			if b.sent != 0 {
+				sent = b.sent
+			}
+			k.aimd.waited(k.aimdB.TAT, int64(b.wait), sent)
 		} else {
 			c.resumeAt = max(c.resumeAt, k.aimdB.TAT) // of the same flight
 		}
