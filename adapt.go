@@ -1237,7 +1237,13 @@ func (a *aimd) throttledAt(now int64, seq uint64, at int64, atKnown bool, firstA
 	if atKnown && a.active {
 		measured, keep, k, fine = a.bracket(ring, seq, at, later, measured, keep, k, fine)
 	}
-	if f := a.c.floor; f > measured {
+	// The floor bounds the pace kept, not the rate cut from: a deep cut
+	// (aimdDeep) from a pace over a log's quota a wait went under it (a
+	// log of 20 per second over answers of 300 ms, throttled at 25/s
+	// with 21 through, was cut to 12.5/s, and the next cycle, which
+	// measured the climb back, paced it at 17/s: 0.644 of the least time
+	// with 8 workers, 0.632 with 32; 0.669 and 0.710 now).
+	if f := a.c.floor; floorKeep*f > measured*keep {
 		measured, keep, k, fine = f, floorKeep, 0, false
 	}
 	a.c.fine = fine && measured > 0
