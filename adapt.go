@@ -1089,6 +1089,7 @@ type aimdCycles struct {
 	serialAt  int64   // when the cycle's departures began to wait for answers (see serial); 0: not yet
 	serialEnd bool    // they no longer do
 	heardAt   int64   // when the last answer heard came (see heardFrom)
+	tried     int64   // when the cycle's first departure, a try, went through (see triedAt); 0: not
 	// fine: the last cut's rate was measured to within a few percent
 	// (fitKeep), by a cycle that could not let the server's bucket
 	// overflow (not capped: an overflow makes the count a bound from
@@ -1322,10 +1323,23 @@ func (a *aimd) measure(seq uint64, at, firstAt int64, ring []depRecord) (rate, k
 			return 0, 0, 0, false
 		}
 		rate = (n + 0.5 - a1) / (s - t1)
+		span := s - t1
+		if l := float64(a.c.tried-a.c.cycleAt) / 1e9; a.c.tried != 0 && l > 0 && s-l-t1 >= 0.1 {
+			// The cycle began with a try, alone for its round trip l
+			// (see strikes): a bucket that refills a request in l or
+			// less was full again when the pace began, and let through
+			// the try, then what it held and what came back since the
+			// pace began. (Over answers of 100 ms, a bucket of 20/s
+			// burst 10 was measured at 11.5/s over the whole cycle, at
+			// 13/s so.) One that refills slower gives the count above.
+			if r := (n - 0.5 - a1) / (s - l - t1); r*l >= 1 {
+				rate, span = r, s-l-t1
+			}
+		}
 		a.c.b0 = max(a1-rate*t1, 1)
 		capped := a.capped(rate, s, 0)
 		a.c.loose = capped
-		keep, k = fitKeep(rate, s-t1, capped)
+		keep, k = fitKeep(rate, span, capped)
 		return rate, keep, k, k == 0 && !capped
 	case !a.c.win && a.c.burstN > 0 && n <= a.c.burstN+1:
 		// Throttled with what the wait brought back, or right after it:
@@ -1730,7 +1744,7 @@ const aimdFineScale = 0.001
 // brings back may leave at once then (see measure).
 func (a *aimd) waited(until, wait int64, sent uint64) {
 	a.cycles()
-	a.c.resumeAt, a.c.resumeN, a.c.cycleOn, a.c.wait, a.c.heard = until, sent, false, wait, 0
+	a.c.resumeAt, a.c.resumeN, a.c.cycleOn, a.c.wait, a.c.heard, a.c.tried = until, sent, false, wait, 0, 0
 	a.c.free = 0
 	if a.c.b0 >= 2 && !a.c.even {
 		// A request less than measured, in reserve: the count is known
@@ -1738,6 +1752,15 @@ func (a *aimd) waited(until, wait int64, sent uint64) {
 		a.c.free = math.Floor(a.c.b0 - 1)
 	}
 	a.c.burstN = a.c.free
+}
+
+// triedAt notes that the strikes' try (see strikes) went through at now,
+// sent departures so far: if it is the cycle's first and only departure,
+// the cycle's pace began then.
+func (a *aimd) triedAt(now int64, sent uint64) {
+	if c := a.c; c != nil && c.cycleOn && c.tried == 0 && sent == c.resumeN+1 {
+		c.tried = now
+	}
 }
 
 // windowWait is the shortest wait after which a cycle that lets through

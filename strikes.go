@@ -171,6 +171,7 @@ func (k *keyState) strikeAnsweredNow(seq uint64, failed bool) {
 		// on at its pace.
 		k.strikes = nil
 		k.striking.Store(false)
+		k.aimd.triedAt(k.env.now(), k.sent)
 	case s.trying && seq == s.try:
 		s.trying = false // no answer: the next try may go when due
 	default:
