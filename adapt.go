@@ -1089,6 +1089,7 @@ type aimdCycles struct {
 	serialAt  int64   // when the cycle's departures began to wait for answers (see serial); 0: not yet
 	serialEnd bool    // they no longer do
 	heardAt   int64   // when the last answer heard came (see heardFrom)
+	tried     int64   // when the cycle's first departure, a try, went through (see triedAt); 0: not
 	// fine: the last cut's rate was measured to within a few percent
 	// (fitKeep), by a cycle that could not let the server's bucket
 	// overflow (not capped: an overflow makes the count a bound from
@@ -1237,7 +1238,13 @@ func (a *aimd) throttledAt(now int64, seq uint64, at int64, atKnown bool, firstA
 	if atKnown && a.active {
 		measured, keep, k, fine = a.bracket(ring, seq, at, later, measured, keep, k, fine)
 	}
-	if f := a.c.floor; f > measured {
+	// The floor bounds the pace kept, not the rate cut from: a deep cut
+	// (aimdDeep) from a pace over a log's quota a wait went under it (a
+	// log of 20 per second over answers of 300 ms, throttled at 25/s
+	// with 21 through, was cut to 12.5/s, and the next cycle, which
+	// measured the climb back, paced it at 17/s: 0.644 of the least time
+	// with 8 workers, 0.632 with 32; 0.669 and 0.710 now).
+	if f := a.c.floor; floorKeep*f > measured*keep {
 		measured, keep, k, fine = f, floorKeep, 0, false
 	}
 	a.c.fine = fine && measured > 0
@@ -1316,10 +1323,23 @@ func (a *aimd) measure(seq uint64, at, firstAt int64, ring []depRecord) (rate, k
 			return 0, 0, 0, false
 		}
 		rate = (n + 0.5 - a1) / (s - t1)
+		span := s - t1
+		if l := float64(a.c.tried-a.c.cycleAt) / 1e9; a.c.tried != 0 && l > 0 && s-l-t1 >= 0.1 {
+			// The cycle began with a try, alone for its round trip l
+			// (see strikes): a bucket that refills a request in l or
+			// less was full again when the pace began, and let through
+			// the try, then what it held and what came back since the
+			// pace began. (Over answers of 100 ms, a bucket of 20/s
+			// burst 10 was measured at 11.5/s over the whole cycle, at
+			// 13/s so.) One that refills slower gives the count above.
+			if r := (n - 0.5 - a1) / (s - l - t1); r*l >= 1 {
+				rate, span = r, s-l-t1
+			}
+		}
 		a.c.b0 = max(a1-rate*t1, 1)
 		capped := a.capped(rate, s, 0)
 		a.c.loose = capped
-		keep, k = fitKeep(rate, s-t1, capped)
+		keep, k = fitKeep(rate, span, capped)
 		return rate, keep, k, k == 0 && !capped
 	case !a.c.win && a.c.burstN > 0 && n <= a.c.burstN+1:
 		// Throttled with what the wait brought back, or right after it:
@@ -1724,7 +1744,7 @@ const aimdFineScale = 0.001
 // brings back may leave at once then (see measure).
 func (a *aimd) waited(until, wait int64, sent uint64) {
 	a.cycles()
-	a.c.resumeAt, a.c.resumeN, a.c.cycleOn, a.c.wait, a.c.heard = until, sent, false, wait, 0
+	a.c.resumeAt, a.c.resumeN, a.c.cycleOn, a.c.wait, a.c.heard, a.c.tried = until, sent, false, wait, 0, 0
 	a.c.free = 0
 	if a.c.b0 >= 2 && !a.c.even {
 		// A request less than measured, in reserve: the count is known
@@ -1732,6 +1752,15 @@ func (a *aimd) waited(until, wait int64, sent uint64) {
 		a.c.free = math.Floor(a.c.b0 - 1)
 	}
 	a.c.burstN = a.c.free
+}
+
+// triedAt notes that the strikes' try (see strikes) went through at now,
+// sent departures so far: if it is the cycle's first and only departure,
+// the cycle's pace began then.
+func (a *aimd) triedAt(now int64, sent uint64) {
+	if c := a.c; c != nil && c.cycleOn && c.tried == 0 && sent == c.resumeN+1 {
+		c.tried = now
+	}
 }
 
 // windowWait is the shortest wait after which a cycle that lets through

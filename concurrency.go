@@ -27,9 +27,10 @@ import "time"
 //   - Held to its cap, the key is not refused by the cap: its throttles
 //     are held for their measure to say whose they are. One that found
 //     the cap at work under a raise (below) confirms the cap. One that
-//     found less is a rate's: the pace put aside comes back and takes it
-//     in, and a confirmed cap comes down to the measure. One that found
-//     none drops the cap, and after concMisses such, the key learns none
+//     found less is a rate's: the pace put aside comes back and takes
+//     its wait in (it cuts nothing: the cap sent it, not the pace), and
+//     a confirmed cap comes down to the measure. One that found none
+//     drops the cap, and after concMisses such, the key learns none
 //     again; one under a cap not confirmed, at once.
 //     Held throttles count as no strikes.
 //   - A cap that held requests back is raised by one after confirmRaise,
@@ -262,10 +263,17 @@ func (k *keyState) concMeasured(now int64, m concMeasure) {
 		c.cap, c.raised, c.changedAt, c.changedN, c.held = m.capAt, false, now, k.sent, 0
 		return
 	case m.held:
-		// A rate's throttle: the pace put aside is back, and takes it in.
-		// A cap not confirmed yet was a rate's all along.
+		// A rate's throttle: the pace put aside is back, and takes in its
+		// wait. A cap not confirmed yet was a rate's all along. What left
+		// under the cap left at no pace: its throttle says the cap was
+		// too many, not that the pace is too fast, and cuts nothing (a
+		// bucket of 50/s burst 5 over answers of 100 ms, taken for a cap
+		// of 5: cut from 42/s to 10/s by the throttle of the cap's first
+		// flight, which the cycle since the pace's wait was measured by,
+		// 0.346 of the least time with Retry-After, 0.715 now).
 		if c.saved != nil {
 			k.aimd, k.aimdB, c.saved = c.saved.a, c.saved.b, nil
+			m.b.unpaced = true
 		}
 		k.cut(m.b)
 		if !c.confirmed {

@@ -173,7 +173,9 @@ func (c *concLimiter) RoundTrip(req *http.Request) (*http.Response, error) {
 // its burst as a cap of 5 or 6 would: it is taken for one, until the first
 // throttle under that cap, which a cap would not send, gives the key its
 // pace back, and the rule up for good. That costs the throttle: 0.931 ->
-// 0.839 with bare 429s, and 0.337 -> 0.346 with Retry-After. A bucket that
+// 0.839 with bare 429s, and 0.337 -> 0.346 with Retry-After; with the pace
+// back uncut by it (the cap sent it, not the pace), 0.911 and 0.715
+// (0.74-0.76 with 32 workers, where the cut kept 0.35). A bucket that
 // keeps fewer at work than its burst (20/s, burst 10) is not taken for a
 // cap: 0.934 and 0.714, as before. (Over 72 rate-limited servers, 20 ms to
 // 300 ms answers, 1 to 32 workers: 0.685 of the least time on average
@@ -185,9 +187,9 @@ func TestABucketIsNotTakenForAConcurrencyLimit(t *testing.T) {
 		d            fakeserver.Dialect
 		floor        float64
 	}{
-		{"50/s-burst-5/bare", 50, 5, fakeserver.Bare{}, 0.80},
+		{"50/s-burst-5/bare", 50, 5, fakeserver.Bare{}, 0.85},
 		// Retry-After only, over answers of 100 ms: see README, not there yet.
-		{"50/s-burst-5/retry-after", 50, 5, fakeserver.RetryAfterSeconds{}, 0.30},
+		{"50/s-burst-5/retry-after", 50, 5, fakeserver.RetryAfterSeconds{}, 0.65},
 		{"20/s-burst-10/bare", 20, 10, fakeserver.Bare{}, 0.90},
 		{"20/s-burst-10/retry-after", 20, 10, fakeserver.RetryAfterSeconds{}, 0.68},
 	} {

@@ -149,6 +149,8 @@ type bareThrottle struct {
 	pausedTill int64
 	wait       time.Duration
 	hasWait    bool
+	unpaced    bool   // it left under a learned cap, not at the pace (see concMeasured)
+	sent       uint64 // departures of the key when it came; 0: as many as now
 }
 
 // acquire waits until a request of the given cost may leave on k, or fails.
@@ -1044,7 +1046,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 	k.aimd.heardFrom(now, seq, now-dep.sent)
 	k.sustain()
 	bare := k.bare(sig)
-	b := bareThrottle{now: now, seq: seq, at: dep.sent, atKnown: true, pausedTill: pausedTill, wait: wait, hasWait: sig.HasWait}
+	b := bareThrottle{now: now, seq: seq, at: dep.sent, atKnown: true, pausedTill: pausedTill, wait: wait, hasWait: sig.HasWait, sent: k.sent}
 	capped := bare && !k.fleetPaced && len(k.pacer.buckets) == 0 && k.concThrottle(now, dep, b)
 	if capped {
 		// The cap's throttle: no measure of the pace, no strike.
@@ -1108,7 +1110,12 @@ func (k *keyState) cut(b bareThrottle) {
 		// the pace the key had.
 		known = false
 	}
-	k.aimd.throttledAt(now, seq, b.at, b.atKnown && b.hasWait, k.firstAt, k.window.lastAt, k.sent, n, span, known, known && pausedTill > now-int64(time.Second), k.model.ring())
+	// A throttle that left under a learned cap, at no pace, cuts no pace
+	// that has measured the server's (see concMeasured); slow start's,
+	// which measured nothing yet, is cut as by any.
+	if !b.unpaced || !k.aimd.active || k.aimd.slow {
+		k.aimd.throttledAt(now, seq, b.at, b.atKnown && b.hasWait, k.firstAt, k.window.lastAt, k.sent, n, span, known, known && pausedTill > now-int64(time.Second), k.model.ring())
+	}
 	k.sustain()
 	k.aimdB.Interval, k.aimdB.Burst, k.aimdB.Unweighted = k.aimd.interval(now), 1, true
 	// The throttle emptied the server's bucket: the next request waits
@@ -1125,7 +1132,15 @@ func (k *keyState) cut(b bareThrottle) {
 		}
 		k.aimdB.TAT = satAdd(now, int64(b.wait))
 		if c := k.aimd.cycles(); c.resumeAt == 0 || seq > c.resumeN {
-			k.aimd.waited(k.aimdB.TAT, int64(b.wait), k.sent)
+			// A throttle held for its measure (see concMeasured) is
+			// taken in later: the cycle counts from what had left when
+			// it came, since what left under the cap after its wait went
+			// through on the server's count too.
+			sent := k.sent
+			if b.sent != 0 {
+				sent = b.sent
+			}
+			k.aimd.waited(k.aimdB.TAT, int64(b.wait), sent)
 		} else {
 			c.resumeAt = max(c.resumeAt, k.aimdB.TAT) // of the same flight
 		}

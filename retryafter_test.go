@@ -279,3 +279,40 @@ func TestRetryAfterOnlyFlightSpread(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryAfterOnlyLongAnswers runs two Retry-After-only servers over
+// answers of 100 ms and 300 ms (real APIs answer in 100-300 ms) with 32
+// workers, 20 s of work at the server's rate; the rows of the issue's
+// servers over 20 ms are in TestRetryAfterOnlyServers.
+//
+// Over long answers, what a round trip holds up leaves at once when it
+// ends: after each throttle the strikes' try goes alone, and the requests
+// it held left on the pacer's slots that passed while it was out, 2-15
+// at once, which overflowed a log at the pace that suited it and a small
+// bucket at any pace (a log of 20 per second, 100 ms: 0.519 of the least
+// time; a bucket of 50/s burst 5, 300 ms: 0.371). Now they leave at the
+// pace from the try's answer (see strikes): 0.861 and 0.766. (The bucket meets more throttles than it did, 40 where it met
+// 28, up to 9 in a second where it met 1, in 26 s of work where it took
+// 54.) What is left is what the round trip costs each cycle: the
+// requests in flight when a throttle comes are throttled too, each one's
+// wait is held, and the try's round trip comes after it.
+func TestRetryAfterOnlyLongAnswers(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		alg     fakeserver.Algorithm
+		limit   int
+		burst   int
+		latency time.Duration
+		floor   float64 // where it stands; the target is 0.95
+		worst   int     // throttles in a window (a second) after the first, where it stands; the target is 1
+	}{
+		{"log-20-per-s/100ms", fakeserver.SlidingWindow, 20, 0, 100 * time.Millisecond, 0.82, 8},
+		{"bucket-50-per-s-burst-5/300ms", fakeserver.TokenBucket, 50, 5, 300 * time.Millisecond, 0.72, 9},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sh, n := retryAfterOnly(c.name, c.alg, c.limit, time.Second, c.burst)
+			sh.Config.Faults.Latency = c.latency
+			holdRetryAfterOnly(t, sh, n, 32, 0, c.floor, c.worst)
+		})
+	}
+}
