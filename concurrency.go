@@ -111,10 +111,22 @@ const (
 )
 
 // departed notes, under k.mu, how many requests of k are out as dep
-// leaves, dep included.
+// leaves, dep included, for a key that may learn a cap (no configured
+// limits).
 func (k *keyState) departed(dep *departure) {
-	dep.flight = uint32(min(k.unseenN(), 1<<31))
-	dep.okAt = k.okN.Load()
+	if len(k.pacer.buckets) != 0 {
+		return
+	}
+	u := k.unseenN()
+	dep.flight = uint32(min(u, 1<<31))
+	dep.okAt = k.answeredOK(u)
+}
+
+// answeredOK returns, under k.mu, how many of k's departures came back no
+// throttle, with u unseen: departures less those out, less throttles (and
+// the few that failed or were given up, counted as answers).
+func (k *keyState) answeredOK(u uint64) uint32 {
+	return uint32(k.sent-u) - k.thrN
 }
 
 // concThrottle takes in, under k.mu at now, the bare throttle b of dep,
@@ -164,7 +176,7 @@ func (k *keyState) concThrottle(now int64, dep departure, b bareThrottle) bool {
 	if fresh {
 		// No answer was kept: those that came back since it left (of its
 		// flight, as a rule) were at work when it came.
-		m.count = uint64(k.okN.Load() - dep.okAt)
+		m.count = uint64(k.answeredOK(k.unseenN()) - dep.okAt)
 	}
 	for _, h := range c.hist {
 		if h.at > dep.sent && h.sent <= dep.sent+groupSpan {

@@ -82,10 +82,10 @@ type keyState struct {
 	probing  atomic.Bool // no response has come yet
 	// striking: strikes is not nil, read without the lock.
 	striking atomic.Bool
-	// okN counts the answers that were not throttles, for a first
-	// throttle's measure (see concLimit): those that came back since it
-	// left, before it did.
-	okN atomic.Uint32
+	// thrN counts the throttles taken in (under mu): with sent and
+	// pending, what came back that was no throttle, for the measure of a
+	// throttle whose key kept no answers (see concThrottle).
+	thrN uint32
 	// statedUntil is the end of the last wait a server named that was
 	// longer than the cap (WithMaxServerWait); 0 when none. The key is
 	// held for the cap at most; a request whose wait would be longer fails
@@ -250,8 +250,8 @@ type departure struct {
 	// gaveUp: its caller gave up before an answer came (see call.gaveUp).
 	gaveUp bool
 	// flight is how many of the key's requests were out as it left,
-	// itself included, and okAt the answers not throttles that had come
-	// back by then (see concLimit).
+	// itself included, and okAt how many had come back by then that were
+	// no throttles (see concLimit).
 	flight, okAt uint32
 }
 
@@ -498,17 +498,14 @@ func (k *keyState) seen() {
 	}
 }
 
-// seenDep is seen for dep, answered without a throttle if ok: a departure whose caller gave up before an
-// answer came is no answer, and ends no silence but one left with nothing
-// out (see withdraw).
+// seenDep is seen for dep, answered without a throttle if ok: a
+// departure whose caller gave up before an answer came is no answer, and
+// ends no silence but one left with nothing out (see withdraw).
 func (k *keyState) seenDep(dep *departure, ok bool) {
 	if dep.gaveUp {
 		k.withdraw()
 	} else {
 		k.seen()
-		if ok {
-			k.okN.Add(1)
-		}
 	}
 	if k.capping.Load() {
 		k.concFreed(dep, ok && !dep.gaveUp)
@@ -1048,6 +1045,9 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 	bare := k.bare(sig)
 	b := bareThrottle{now: now, seq: seq, at: dep.sent, atKnown: true, pausedTill: pausedTill, wait: wait, hasWait: sig.HasWait, sent: k.sent}
 	capped := bare && !k.fleetPaced && len(k.pacer.buckets) == 0 && k.concThrottle(now, dep, b)
+	if sig.Throttled {
+		k.thrN++ // after concThrottle, which counts this one out
+	}
 	if capped {
 		// The cap's throttle: no measure of the pace, no strike.
 	} else if bare && len(k.pacer.buckets) > 0 && k.strikes != nil && seq > k.strikes.after {
