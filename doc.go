@@ -107,7 +107,11 @@
 // window is spent, then waited for to its boundary. Routes the server says
 // share a bucket (Discord's X-RateLimit-Bucket) share its pace; a server
 // that names only its waits, to the millisecond or as a date, has its
-// window learned from the spacing of its throttles.
+// window learned from the spacing of its throttles. A server that refuses
+// requests past a number it works on at once (a concurrency limit) refuses
+// with the same number of the key's requests at work each time: a key
+// without limits counts them, and holds its requests out to that number
+// ([WithMaxInFlight] sets it where it is known).
 //
 // # Retries, breakers, shared quotas, presets
 //
