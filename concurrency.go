@@ -114,13 +114,17 @@ const (
 // leaves, dep included, for a key that may learn a cap (no configured
 // limits).
 func (k *keyState) departed(dep *departure) {
-	if len(k.pacer.buckets) != 0 {
+	if !k.learnsCap() {
 		return
 	}
 	u := k.unseenN()
 	dep.flight = uint32(min(u, 1<<31))
 	dep.okAt = k.answeredOK(u)
 }
+
+// learnsCap reports whether k may learn a cap: it has no configured
+// limits, and no fleet paces it. Both are set when k is made.
+func (k *keyState) learnsCap() bool { return len(k.pacer.buckets) == 0 && !k.fleetPaced }
 
 // answeredOK returns, under k.mu, how many of k's departures came back no
 // throttle, with u unseen: departures less those out, less throttles (and
@@ -178,11 +182,7 @@ func (k *keyState) concThrottle(now int64, dep departure, b bareThrottle) bool {
 		// flight, as a rule) were at work when it came.
 		m.count = uint64(k.answeredOK(k.unseenN()) - dep.okAt)
 	}
-	for _, h := range c.hist {
-		if h.at > dep.sent && h.sent <= dep.sent+groupSpan {
-			m.count++ // at work when it came, answered before its refusal came back
-		}
-	}
+	m.count += c.answeredSince(dep.sent, dep.sent+groupSpan) // at work when it came, answered before its refusal came back
 	if c.cap > 0 {
 		m.held, m.b, m.capAt = true, b, c.cap
 		if c.raised {
@@ -216,12 +216,7 @@ func (k *keyState) concAnswered(now int64, dep *departure, ok bool) {
 	if ok {
 		// What came back since it left, having left no later, was at work
 		// with it (a lower bound: more may be on its way).
-		n := uint64(1)
-		for _, h := range c.hist {
-			if h.at > dep.sent && h.sent <= dep.sent {
-				n++
-			}
-		}
+		n := 1 + c.answeredSince(dep.sent, dep.sent)
 		if n >= c.atWork || now-c.atWorkAt > int64(atWorkSpan) {
 			c.atWork, c.atWorkAt = n, now
 		}
@@ -256,8 +251,36 @@ func (k *keyState) concAnswered(now int64, dep *departure, ok bool) {
 	if c.held >= c.cap && (c.raised || now-c.changedAt >= c.every) {
 		// Due, or a raise that a cap's worth of answers went through:
 		// one more.
-		c.cap, c.raised, c.changedAt, c.changedN, c.held = c.cap+1, true, now, k.sent, 0
+		c.setCap(c.cap+1, true, now, k.sent)
 	}
+}
+
+// setCap sets c's cap to n at now, sent departures in, raised or not.
+func (c *concLimit) setCap(n uint64, raised bool, now int64, sent uint64) {
+	c.cap, c.raised, c.changedAt, c.changedN, c.held = n, raised, now, sent, 0
+}
+
+// answeredSince counts the answers kept that came back after sent and had
+// left no later than upTo.
+func (c *concLimit) answeredSince(sent, upTo int64) uint64 {
+	var n uint64
+	for _, h := range c.hist {
+		if h.at > sent && h.sent <= upTo {
+			n++
+		}
+	}
+	return n
+}
+
+// restorePace gives k back the pace put aside while a cap was tried, if
+// any, and reports whether there was one.
+func (k *keyState) restorePace() bool {
+	c := k.conc
+	if c.saved == nil {
+		return false
+	}
+	k.aimd, k.aimdB, c.saved = c.saved.a, c.saved.b, nil
+	return true
 }
 
 // concMeasured takes in, under k.mu at now, the measure m of a throttle.
@@ -272,7 +295,7 @@ func (k *keyState) concMeasured(now int64, m concMeasure) {
 			c.every = min(2*c.every, int64(maxRaise))
 			c.confirmed, c.saved = true, nil
 		}
-		c.cap, c.raised, c.changedAt, c.changedN, c.held = m.capAt, false, now, k.sent, 0
+		c.setCap(m.capAt, false, now, k.sent)
 		return
 	case m.held:
 		// A rate's throttle: the pace put aside is back, and takes in its
@@ -283,10 +306,7 @@ func (k *keyState) concMeasured(now int64, m concMeasure) {
 		// of 5: cut from 42/s to 10/s by the throttle of the cap's first
 		// flight, which the cycle since the pace's wait was measured by,
 		// 0.346 of the least time with Retry-After, 0.715 now).
-		if c.saved != nil {
-			k.aimd, k.aimdB, c.saved = c.saved.a, c.saved.b, nil
-			m.b.unpaced = true
-		}
+		m.b.unpaced = k.restorePace()
 		k.cut(m.b)
 		if !c.confirmed {
 			// Held to a cap that a concurrency limit would not refuse
@@ -301,11 +321,9 @@ func (k *keyState) concMeasured(now int64, m concMeasure) {
 	case n == 0:
 		c.misses++
 		c.cap, c.cand, c.raised, c.confirmed = 0, 0, false, false
-		if c.saved != nil {
-			k.aimd, k.aimdB, c.saved = c.saved.a, c.saved.b, nil
-		}
+		k.restorePace()
 	case c.cap > 0:
-		c.cap, c.raised, c.changedAt, c.changedN, c.held = min(n, c.cap), false, now, k.sent, 0
+		c.setCap(min(n, c.cap), false, now, k.sent)
 	case n+1 < c.atWork:
 		// An answer came back beside more of the key's requests at work
 		// than it found: no cap of n.
@@ -313,7 +331,8 @@ func (k *keyState) concMeasured(now int64, m concMeasure) {
 	case min(n, c.cand) >= 2 && n+1 >= c.cand && n <= c.cand+1 && min(n, c.cand)+1 >= c.atWork:
 		// The pace learned from the throttles so far measured the cap,
 		// if it holds: put aside while it is tried.
-		c.cap, c.cand, c.changedAt, c.changedN, c.held = min(n, c.cand), 0, now, k.sent, 0
+		c.setCap(min(n, c.cand), false, now, k.sent)
+		c.cand = 0
 		c.saved = &savedPace{k.aimd, k.aimdB}
 		k.aimd, k.aimdB = aimd{}, bucket{}
 		k.rare |= rareCapped // before dispatch, which holds the queue to it

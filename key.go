@@ -1044,7 +1044,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 	k.sustain()
 	bare := k.bare(sig)
 	b := bareThrottle{now: now, seq: seq, at: dep.sent, atKnown: true, pausedTill: pausedTill, wait: wait, hasWait: sig.HasWait, sent: k.sent}
-	capped := bare && !k.fleetPaced && len(k.pacer.buckets) == 0 && k.concThrottle(now, dep, b)
+	capped := bare && k.learnsCap() && k.concThrottle(now, dep, b)
 	if sig.Throttled {
 		k.thrN++ // after concThrottle, which counts this one out
 	}
