@@ -141,6 +141,7 @@ const (
 	xUsage
 	xRetryAfter
 	xNext
+	xCount // what a window has counted, as <count>:<seconds> pairs (Riot)
 	xFillRate
 	xInterval   // a window's length in seconds, or a duration with its unit
 	xIntervalMs // a window's length in milliseconds
@@ -157,6 +158,7 @@ var xFieldNames = [...]struct {
 	{"Reset-After", xResetAfter},
 	{"Reset-At", xReset},
 	{"Reset-Time", xReset},
+	{"Reset-Seconds", xResetAfter},
 	{"Reset-Ms", xResetMs},
 	{"Resetat", xReset},
 	{"Resettime", xReset},
@@ -167,6 +169,7 @@ var xFieldNames = [...]struct {
 	{"Reset", xReset},
 	{"Used", xUsed},
 	{"Usage", xUsage},
+	{"Count", xCount},
 	{"Retry-After", xRetryAfter},
 	{"Next", xNext},
 	{"Fillrate", xFillRate},
@@ -232,7 +235,12 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 			rest, kind = k[len("X-")+len(w)+len("Ratelimit-"):], w+"-"
 		}
 		if rest == "" && in.has(famXVendor) {
-			rest = vendorRest(k) // canonical: the rest as spelt
+			// Canonical: the rest as spelt. The vendor's name is the
+			// kind, so that two vendors' fields (Riot's X-App-Rate-Limit
+			// and X-Method-Rate-Limit) stay apart.
+			if v, r := vendorSplit(k); r != "" {
+				rest, kind = r, v+"-"
+			}
 		}
 		var (
 			f      xField
@@ -240,6 +248,9 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 		)
 		if rest == "" {
 			kind, f, period = windowedName(k)
+		}
+		if rest == "" && f == xNone {
+			kind, f = xAlias(k)
 		}
 		if f == xNone {
 			if rest == "" {
@@ -249,7 +260,7 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 				rest = "Limit"
 			}
 			switch rest {
-			case "Bucket", "Resource":
+			case "Bucket", "Resource", "Name":
 				if b := firstItem(vs); s.Bucket == "" && b != "" {
 					s.Bucket = b
 				}
@@ -264,6 +275,9 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 				continue
 			}
 			kind += sub
+		}
+		if f == xLimit && jsonWindow(vs, in, s) {
+			continue
 		}
 		var g *xGroup
 		groups, g = member(groups, maxXGroups, kind, func(g *xGroup) string { return g.kind },
@@ -283,6 +297,7 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 	for i := range groups {
 		silent = silent && len(groups[i].lines[xRemaining])+len(groups[i].lines[xUsed]) == 0
 	}
+	shareReset(groups)
 	for i := range groups {
 		groups[i].add(in, s, silent)
 	}
@@ -454,6 +469,9 @@ func (g *xGroup) add(in *input, s *Signal, silent bool) {
 	}
 	var lb, rb, tb, ub [4]string
 	lim := fieldItems(lb[:0], g.lines[xLimit])
+	if pairWindows(s, lim, fieldItems(ub[:0], g.lines[xCount]), unit) {
+		return
+	}
 	if len(lim) > 1 && hasParams(g.lines[xLimit]) {
 		if pols := ietfPolicies(g.lines[xLimit]); len(pols) > 1 && !pols[0].named && pols[0].w == 0 {
 			// An early draft's policies: the limit, then its windows.
@@ -548,6 +566,11 @@ func (g *xGroup) add(in *input, s *Signal, silent bool) {
 		w.hasRem = true
 	}
 	w.add(s, period, unit)
+	if w.hasRem && w.remaining == 0 && eqFold(g.kind, "global") {
+		// A spent limit of the whole account, across routes
+		// (LaunchDarkly's X-Ratelimit-Global-Remaining).
+		s.Scope = ScopeGlobal
+	}
 }
 
 // msWindow reads a window's length stated as a bare number, which most
@@ -1326,4 +1349,148 @@ func parseSeconds(v string) (time.Duration, bool) {
 func parseMillis(v string) (time.Duration, bool) {
 	n, frac, ok := parseNumber(v)
 	return toDuration(n, frac, time.Millisecond), ok
+}
+
+// xAlias returns the kind and the field of a field whose name is a vendor's
+// own spelling of the family's, or xNone: Bybit's X-Bapi-Limit,
+// X-Bapi-Limit-Status (what is left) and X-Bapi-Limit-Reset-Timestamp (an
+// epoch in milliseconds, the current time unless the limit is spent), one
+// window per endpoint (Bybit API docs, Rate Limit Rules). k is canonical.
+func xAlias(k string) (kind string, f xField) {
+	switch k {
+	case "X-Bapi-Limit":
+		return "Bapi-", xLimit
+	case "X-Bapi-Limit-Status":
+		return "Bapi-", xRemaining
+	case "X-Bapi-Limit-Reset-Timestamp":
+		return "Bapi-", xReset
+	}
+	return "", xNone
+}
+
+// shareReset gives the reset the family states once, without a kind, to
+// the kinds that state what is left of them but no reset of their own:
+// LaunchDarkly's X-Ratelimit-Global-Remaining and
+// X-Ratelimit-Route-Remaining share X-Ratelimit-Reset (LaunchDarkly REST
+// API docs, Rate limiting: the global and the route-level limits, each
+// resetting every ten seconds, the reset in epoch milliseconds). A reset
+// that has its own remaining stays its own, and a kind that names a window
+// of its own length (Kong's -Hour) does not take another's reset.
+func shareReset(groups []xGroup) {
+	var shared *xGroup
+	for i := range groups {
+		if groups[i].kind == "" {
+			shared = &groups[i]
+		}
+	}
+	if shared == nil || len(shared.lines[xRemaining])+len(shared.lines[xUsed]) > 0 {
+		return
+	}
+	for i := range groups {
+		g := &groups[i]
+		if _, period := xKind(g.kind); period > 0 || g.period > 0 {
+			continue // a window of its own length, whose reset may be another's
+		}
+		if g == shared || len(g.lines[xRemaining]) == 0 ||
+			len(g.lines[xReset])+len(g.lines[xResetAfter])+len(g.lines[xResetMs]) > 0 {
+			continue
+		}
+		for _, f := range [...]xField{xReset, xResetAfter, xResetMs} {
+			g.lines[f] = shared.lines[f]
+		}
+	}
+}
+
+// jsonWindow reads a Limit field whose value is a JSON object describing
+// one window, and reports whether it was one: Trakt's X-Ratelimit,
+// {"name":"UNAUTHED_API_GET_LIMIT","period":300,"limit":1000,"remaining":0,
+// "until":"2020-10-10T00:24:00Z"} (Trakt API docs, Rate Limits). Members
+// limit, remaining, period (the window's length in seconds) and until or
+// reset (any form a reset takes, see parseReset) give the window, name its
+// Bucket; malformed members are ignored, and so is the window if what is
+// left is not known. Of several lines the one with the fewest left counts.
+func jsonWindow(vs []string, in *input, s *Signal) bool {
+	found := false
+	for _, v := range vs {
+		v = trimOWS(v)
+		if len(v) < 2 || v[0] != '{' {
+			continue
+		}
+		found = true
+		b := []byte(v)
+		num := func(key string) (int64, bool) {
+			if val, isString, ok := jsonValue(b, key); ok && !isString {
+				return parseCount(string(val))
+			}
+			return 0, false
+		}
+		var q Quota
+		rem, ok := num("remaining")
+		if !ok {
+			continue
+		}
+		q.Remaining = rem
+		q.Limit, _ = num("limit")
+		if val, isString, ok := jsonValue(b, "period"); ok && !isString {
+			q.Period, _ = parsePeriod(string(val))
+		}
+		for _, key := range [...]string{"until", "reset"} {
+			if val, _, ok := jsonValue(b, key); ok {
+				if d, ok := parseReset(string(val), in); ok {
+					q.Reset = max(q.Reset, d)
+				}
+			}
+		}
+		s.AddQuota(q)
+		if val, isString, ok := jsonValue(b, "name"); ok && isString && s.Bucket == "" && len(val) <= 128 {
+			s.Bucket = string(val)
+		}
+	}
+	return found
+}
+
+// pairWindows records in s the windows a Limit field lists as
+// <limit>:<seconds> pairs, and reports whether it listed any: Riot Games'
+// X-App-Rate-Limit: 20:1,100:120, twenty requests a second and a hundred
+// every two minutes, with X-App-Rate-Limit-Count: 3:1,97:120, the requests
+// each window has counted, the windows paired by their lengths (Riot Games
+// developer docs, Rate Limiting, archived at hextechdocs.dev/rate-limiting).
+// What is left of a window is its limit less its count, never below zero;
+// a window without a count is not known, and no reset is stated: a spent
+// window names no wait, the 429's Retry-After does. Of counts of one
+// window given twice the larger counts.
+func pairWindows(s *Signal, lim, counts []string, unit string) bool {
+	found := false
+	for _, l := range lim {
+		n, w, ok := parsePair(l)
+		if !ok {
+			continue
+		}
+		found = true
+		var (
+			used    int64
+			counted bool
+		)
+		for _, c := range counts {
+			if u, cw, ok := parsePair(c); ok && cw == w && (!counted || u > used) {
+				used, counted = u, true
+			}
+		}
+		if counted {
+			s.AddQuota(Quota{Remaining: max(n-used, 0), Limit: n, Period: w, Unit: unit})
+		}
+	}
+	return found
+}
+
+// parsePair parses <count>:<seconds>, a count and a window's length (see
+// pairWindows).
+func parsePair(v string) (n int64, w time.Duration, ok bool) {
+	c, secs, ok := strings.Cut(v, ":")
+	if !ok {
+		return 0, 0, false
+	}
+	n, ok1 := parseCount(c)
+	w, ok2 := parsePeriod(secs)
+	return n, w, ok1 && ok2
 }

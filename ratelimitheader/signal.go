@@ -572,8 +572,15 @@ func throttledIfStated(status int) bool {
 // whose fields a dialect of their own reads (HubSpot, Anthropic, Zendesk)
 // and Atlassian's Beta-RateLimit (the IETF fields) are not vendors here.
 func vendorRest(k string) string {
+	_, rest := vendorSplit(k)
+	return rest
+}
+
+// vendorSplit returns the vendor's name in the field name k and the rest
+// (see vendorRest), or two empty strings.
+func vendorSplit(k string) (vendor, rest string) {
 	if len(k) < len("A-Ratelimit-B") {
-		return ""
+		return "", ""
 	}
 	start := 0
 	if k[0]|0x20 == 'x' && k[1] == '-' {
@@ -581,28 +588,28 @@ func vendorRest(k string) string {
 	}
 	i := strings.IndexByte(k[start:], '-')
 	if i <= 0 {
-		return ""
+		return "", ""
 	}
-	vendor, rest := k[start:start+i], k[start+i+1:]
+	vendor, rest = k[start:start+i], k[start+i+1:]
 	if rest == "" || rest[0]|0x20 != 'r' {
-		return ""
+		return "", ""
 	}
 	if start == 0 {
 		if eqFold(vendor, "anthropic") || eqFold(vendor, "zendesk") || eqFold(vendor, "beta") {
-			return ""
+			return "", ""
 		}
 	} else if eqFold(vendor, "hubspot") {
-		return ""
+		return "", ""
 	}
 	for _, p := range [...]string{"ratelimit-", "rate-limit-"} {
 		if hasPrefixFold(rest, p) {
-			return rest[len(p):]
+			return vendor, rest[len(p):]
 		}
 	}
 	if start == 2 && (eqFold(rest, "ratelimit") || eqFold(rest, "rate-limit")) {
-		return "Limit"
+		return vendor, "Limit"
 	}
-	return ""
+	return "", ""
 }
 
 // xWordKind returns the word before RateLimit in a field name k of the form
@@ -675,6 +682,8 @@ func scanHeader(h http.Header) family {
 				f = famXRateLimit
 			case hasPrefixFold(k, "x-limit-") || hasPrefixFold(k, "x-remaining-") || xLimitWord(k) != "":
 				f = famXRateLimit // Etsy's and Xero's windows in the name
+			case hasPrefixFold(k, "x-bapi-limit"):
+				f = famXRateLimit // Bybit's X-Bapi-Limit-* (see xAlias)
 			case eqFold(k, "x-ms-retry-after-ms"):
 				f = famRetryAfter
 			case eqFold(k, "x-shopify-shop-api-call-limit"):
