@@ -6,7 +6,9 @@
 // dialects: X-RateLimit-* in its many spellings and scopes, GitHub, Discord,
 // OpenAI, Anthropic, Shopify, HubSpot, Zendesk, Stripe, Google APIs,
 // Salesforce, Atlassian, Linear, Azure's resource providers, Etsy, Xero,
-// Yelp, Discogs, Contentful), and the delays a 429's body states (Discord, Telegram,
+// Yelp, Discogs, Contentful, Riot Games' <limit>:<seconds> windows,
+// LaunchDarkly, Trakt's JSON X-Ratelimit, Split, Bybit, Datadog), and the
+// delays a 429's body states (Discord, Telegram,
 // Dropbox, monday.com). Of several windows, a spent one governs the wait,
 // and the one with the fewest left is the quota reported.
 //

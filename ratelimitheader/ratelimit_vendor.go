@@ -17,13 +17,20 @@ import (
 //     Cloudinary's X-FeatureRateLimit-); and the bare X-Rate-Limit
 //     (Zendesk) and X-RateLimit, read as a Limit; and a vendor's name
 //     between X- and either (Sentry's X-Sentry-Rate-Limit-, Brevo's
-//     X-Sib-Ratelimit-, Azure's X-Ms-Ratelimit-), but HubSpot's, which its
-//     dialect reads, the bare X-<vendor>-RateLimit a Limit too (Discogs');
+//     X-Sib-Ratelimit-, Azure's X-Ms-Ratelimit-, Riot's X-App-Rate-Limit
+//     and X-Method-Rate-Limit), but HubSpot's, which its dialect reads, the
+//     bare X-<vendor>-RateLimit a Limit too (Discogs'), the vendor's name
+//     the kind of its fields; and Bybit's X-Bapi-Limit, X-Bapi-Limit-Status
+//     and X-Bapi-Limit-Reset-Timestamp, its own spelling of Limit, Remaining
+//     and Reset (see xAlias);
 //   - fields Limit (also spelt Max, Total), Remaining, Reset (also spelt
 //     Reset-At, ResetAt, Reset-Time, ResetTime), Reset-After (Discord's
-//     precise delta, preferred to Reset), Reset-Ms (a delta or an epoch in
+//     precise delta, preferred to Reset) or Reset-Seconds (Split's),
+//     Reset-Ms (a delta or an epoch in
 //     milliseconds), Used or Usage (Strava: what is left is Limit minus
-//     Usage when Remaining is absent), Retry-After (MailerLite's stated
+//     Usage when Remaining is absent), Count (Riot's, with a Limit of
+//     <limit>:<seconds> pairs; see pairWindows), Name (Datadog's), a
+//     Bucket as Bucket and Resource are, Retry-After (MailerLite's stated
 //     delay in seconds) and Next (Akamai's instant the next request may go,
 //     in any form a reset takes), both read on a throttled status as
 //     Retry-After is; the window's length, which is the quota's Period:
@@ -54,7 +61,10 @@ import (
 // tenants, a global pause).
 //
 // With several scopes or windows, the one with the fewest left binds (see
-// Signal.AddQuota). A 429 that says nothing of what is left of any window
+// Signal.AddQuota). A reset stated without a kind serves the scopes that
+// state none (LaunchDarkly's Global and Route; see shareReset), and a spent
+// Global scope pauses every key of the host. A Limit whose value is a JSON
+// object describes a window whole (Trakt's X-Ratelimit; see jsonWindow). A 429 that says nothing of what is left of any window
 // but names a reset met the window of that reset: it is spent, its reset
 // the wait (Contentful's X-Contentful-RateLimit-Reset).
 //

@@ -358,3 +358,55 @@ func TestSilent429Reset(t *testing.T) {
 			want: Signal{Throttled: true, Wait: 24 * time.Hour, HasWait: true, OverMaxServerWait: true, HasRemaining: true, Reset: 24 * time.Hour}},
 	})
 }
+
+// Windows listed as <limit>:<seconds> pairs with their counts (Riot).
+func TestPairWindows(t *testing.T) {
+	const s = time.Second
+	runCases(t, nil, []signalCase{
+		{name: "the fewest left binds", status: 200,
+			headers: [][2]string{{"X-App-Rate-Limit", "20:1,100:120"}, {"X-App-Rate-Limit-Count", "19:1,3:120"}},
+			want:    Signal{Remaining: 1, HasRemaining: true, Limit: 20, Period: s}},
+		{name: "counted past the limit: none left", status: 200,
+			headers: [][2]string{{"X-App-Rate-Limit", "20:10"}, {"X-App-Rate-Limit-Count", "25:10"}},
+			want:    Signal{Remaining: 0, HasRemaining: true, Limit: 20, Period: 10 * s}},
+		{name: "a window without its count is not known", status: 200,
+			headers: [][2]string{{"X-App-Rate-Limit", "20:1,100:120"}, {"X-App-Rate-Limit-Count", "3:120"}},
+			want:    Signal{Remaining: 97, HasRemaining: true, Limit: 100, Period: 120 * s}},
+		{name: "a count sent twice: the larger", status: 200,
+			headers: [][2]string{{"X-App-Rate-Limit", "20:10"}, {"X-App-Rate-Limit-Count", "3:10"}, {"X-App-Rate-Limit-Count", "7:10"}},
+			want:    Signal{Remaining: 13, HasRemaining: true, Limit: 20, Period: 10 * s}},
+		{name: "two vendors' windows of one length stay apart", status: 200,
+			headers: [][2]string{{"X-App-Rate-Limit", "500:10"}, {"X-App-Rate-Limit-Count", "10:10"},
+				{"X-Method-Rate-Limit", "2000:10"}, {"X-Method-Rate-Limit-Count", "1990:10"}},
+			want: Signal{Remaining: 10, HasRemaining: true, Limit: 2000, Period: 10 * s}},
+		{name: "counts alone say nothing", status: 200,
+			headers: [][2]string{{"X-App-Rate-Limit-Count", "3:10"}}, want: Signal{}},
+		{name: "a window of no length", status: 200,
+			headers: [][2]string{{"X-App-Rate-Limit", "20:0"}, {"X-App-Rate-Limit-Count", "3:0"}}, want: Signal{}},
+	})
+}
+
+// One reset for several scopes, and a spent Global scope (LaunchDarkly);
+// a JSON window (Trakt).
+func TestSharedResetAndJSONWindow(t *testing.T) {
+	const s = time.Second
+	runCases(t, nil, []signalCase{
+		{name: "the route takes the shared reset", status: 200,
+			headers: [][2]string{dateNow, {"X-Ratelimit-Route-Remaining", "0"}, {"X-Ratelimit-Reset", "1773144002000"}},
+			want:    Signal{Wait: 2 * s, HasWait: true, HasRemaining: true, Reset: 2 * s}},
+		{name: "a global scope left over is not global", status: 200,
+			headers: [][2]string{dateNow, {"X-Ratelimit-Global-Remaining", "3"}, {"X-Ratelimit-Reset", "1773144002000"}},
+			want:    Signal{Remaining: 3, HasRemaining: true, Reset: 2 * s}},
+		{name: "a scope's own reset is kept", status: 429,
+			headers: [][2]string{dateNow, {"X-Ratelimit-Remaining-Org", "0"}, {"X-Ratelimit-Reset-Org", "1773144005"}, {"X-Ratelimit-Reset", "1773144030"}},
+			want:    Signal{Throttled: true, Wait: 5 * s, HasWait: true, HasRemaining: true, Reset: 5 * s}},
+		{name: "a JSON window without remaining is none", status: 429,
+			headers: [][2]string{{"X-Ratelimit", `{"name":"A","limit":1000,"period":300}`}}, want: Signal{Throttled: true}},
+		{name: "a JSON window's malformed members are ignored", status: 200,
+			headers: [][2]string{dateNow, {"X-Ratelimit", `{"limit":-1,"remaining":7,"period":"300","until":"soon","name":5}`}},
+			want:    Signal{Remaining: 7, HasRemaining: true}},
+		{name: "a bare limit that is not JSON is still a limit", status: 200,
+			headers: [][2]string{{"X-Ratelimit", "100"}, {"X-Ratelimit-Remaining", "9"}},
+			want:    Signal{Remaining: 9, HasRemaining: true, Limit: 100}},
+	})
+}

@@ -84,7 +84,8 @@ type Signal struct {
 
 	// Bucket is the vendor's name for the limit the response counted
 	// against, where every response of that limit gives it: Discord's
-	// X-RateLimit-Bucket, GitHub's x-ratelimit-resource, an IETF limit's
+	// X-RateLimit-Bucket, GitHub's x-ratelimit-resource, Datadog's
+	// X-RateLimit-Name, the name in Trakt's X-Ratelimit, an IETF limit's
 	// partition key ("name;pk=:...:"). Reasons only a rejection gives
 	// (Atlassian's RateLimit-Reason, Stripe-Rate-Limited-Reason, Google's
 	// quotaId) are not Buckets.
@@ -98,7 +99,8 @@ const (
 	// ScopeKey means the signal applies to the key the request was sent on.
 	ScopeKey Scope = iota
 	// ScopeGlobal means the signal applies to every key of the credential
-	// on the host, as Discord's global rate limit (per bot token) does, or
+	// on the host, as Discord's global rate limit (per bot token) and
+	// LaunchDarkly's (per account, across routes) do, or
 	// to every key of the host, as a ban of the client's address does
 	// (Binance's 418).
 	ScopeGlobal
@@ -372,8 +374,9 @@ var builtinDialects = []Dialect{
 // DefaultDialects returns a new slice of the built-in dialects, in the order
 // Parse runs them: IETF RateLimit (drafts -06 to -11), X-RateLimit-*
 // (GitHub, Discord, Reddit, OpenAI, Kong, Okta, Twitter/X, Atlassian,
-// Linear, RapidAPI, Strava, Trello, Azure, Datadog, and the windows Etsy
-// and Xero name), GitHub's 403, Discord's body (and the delays other
+// Linear, RapidAPI, Strava, Trello, Azure, Datadog, Riot Games,
+// LaunchDarkly, Trakt, Split, Bybit, and the windows Etsy and Xero name),
+// GitHub's 403, Discord's body (and the delays other
 // bodies state), OpenAI's billing
 // errors, Anthropic, Shopify, HubSpot, Zendesk, Stripe, Google APIs
 // (Gemini's RetryInfo), Salesforce, Atlassian's RateLimit-Reason and

@@ -115,6 +115,9 @@ var vendorFields = []string{
 	"X-Limit-Per-Second", "X-Remaining-This-Second", "X-Limit-Per-Day", "X-Remaining-Today", "X-Daylimit-Remaining",
 	"X-Minlimit-Remaining", "X-Appminlimit-Remaining", "X-Rate-Limit-Problem",
 	"X-Discogs-Ratelimit", "X-Contentful-Ratelimit-Reset", "X-Contentful-Ratelimit-Second-Limit",
+	"X-App-Rate-Limit", "X-App-Rate-Limit-Count", "X-Method-Rate-Limit", "X-Method-Rate-Limit-Count", "X-Ratelimit",
+	"X-Ratelimit-Global-Remaining", "X-Ratelimit-Route-Remaining", "X-Ratelimit-Remaining-Org", "X-Ratelimit-Reset-Seconds-Org",
+	"X-Bapi-Limit", "X-Bapi-Limit-Status", "X-Bapi-Limit-Reset-Timestamp", "X-Ratelimit-Name",
 }
 
 func FuzzVendor(f *testing.F) {
@@ -136,6 +139,8 @@ func FuzzVendor(f *testing.F) {
 	f.Add(uint16(429), "Microsoft.Compute/HighCostGet3Min;0,Microsoft.Compute/HighCostGet30Min;587", "Microsoft.Compute/PutVM30Min; 99999999999999999999", "")
 	f.Add(uint16(429), "0", "7", `{"errors":[{"extensions":{"code":"COMPLEXITY_BUDGET_EXHAUSTED","retry_in_seconds":7}}]}`)
 	f.Add(uint16(418), "120", "-5", `{"code":-1003,"msg":"Way too much request weight used; IP banned until 1773144120000."}`)
+	f.Add(uint16(429), "20:1,100:120", `{"name":"UNAUTHED_API_GET_LIMIT","period":300,"limit":1000,"remaining":0,"until":"2026-03-10T12:00:10Z"}`, "")
+	f.Add(uint16(200), "21:10, 5:99999999999, :", "1773144007000", "")
 	f.Fuzz(func(t *testing.T, status uint16, a, b, body string) {
 		h := http.Header{"Date": {fuzzDate}}
 		for i, k := range vendorFields {
@@ -152,7 +157,7 @@ func FuzzVendor(f *testing.F) {
 
 func FuzzFieldItems(f *testing.F) {
 	for _, v := range []string{"10, 20", "Tue, 10 Mar 2026 12:00:30 GMT, Tue, 10 Mar 2026 12:00:45 GMT", ",,", "Tue,", " a , b ,",
-		"Monday, 09-Mar-26 12:00:00 GMT", "api-usage=18/5000, per-app-api-usage=17/250(appName=a,b)", "600s", "Api-Token", "Daily", "31622401", "Fastly-RateLimit-Reset", "x-ms-ratelimit-remaining-tenant-reads", "Rate-Limit-",
+		"Monday, 09-Mar-26 12:00:00 GMT", "20:1", "5:99999999999", "X-App-Rate-Limit", "api-usage=18/5000, per-app-api-usage=17/250(appName=a,b)", "600s", "Api-Token", "Daily", "31622401", "Fastly-RateLimit-Reset", "x-ms-ratelimit-remaining-tenant-reads", "Rate-Limit-",
 		"X-FeatureRateLimit-Reset", "x-ratelimit-", "Microsoft.Compute/HighCostGet30Min", "Gen2d", "1000year", "300Year", "X-Appminlimit-Remaining", "X-Remaining-Today", "X-Limit-Per-Second",
 		"X-Discogs-Ratelimit", "x-a-rate-limit", "Foo-Ratelimit"} {
 		f.Add(v)
@@ -170,6 +175,9 @@ func FuzzFieldItems(f *testing.F) {
 			t.Fatalf("periodName(%q) = %v, %v", v, d, ok)
 		}
 		_, _ = splitXName(v)
+		if n, w, ok := parsePair(v); n < 0 || w < 0 || w > maxPeriod || ok && w == 0 {
+			t.Fatalf("parsePair(%q) = %v, %v, %v", v, n, w, ok)
+		}
 		// The rest is the name's tail, or "Limit" for a bare X-<vendor>-RateLimit.
 		bare := strings.HasSuffix(strings.ToLower(v), "limit") && strings.HasPrefix(strings.ToLower(v), "x-")
 		if rest := vendorRest(v); !strings.HasSuffix(v, rest) && !(rest == "Limit" && bare) || rest != "" && !mayBeVendor(v) {
