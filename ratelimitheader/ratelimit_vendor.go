@@ -479,7 +479,7 @@ func (g *xGroup) add(in *input, s *Signal, silent bool) {
 	}
 	var lb, rb, tb, ub [4]string
 	lim := fieldItems(lb[:0], g.lines[xLimit])
-	if pairWindows(s, lim, fieldItems(ub[:0], g.lines[xCount]), unit) {
+	if pairWindows(s, lim, fieldItems(ub[:0], g.lines[xCount]), unit) && len(g.lines[xRemaining]) == 0 {
 		return
 	}
 	if len(lim) > 1 && hasParams(g.lines[xLimit]) {

@@ -410,3 +410,12 @@ func TestSharedResetAndJSONWindow(t *testing.T) {
 			want:    Signal{Remaining: 9, HasRemaining: true, Limit: 100}},
 	})
 }
+
+// A Remaining beside a limit of pairs is still read.
+func TestPairWindowsWithRemaining(t *testing.T) {
+	runCases(t, nil, []signalCase{
+		{name: "remaining read", status: 200,
+			headers: [][2]string{{"X-Ratelimit-Limit", "100:60"}, {"X-Ratelimit-Remaining", "5"}},
+			want:    Signal{Remaining: 5, HasRemaining: true}},
+	})
+}
