@@ -220,8 +220,14 @@ func (t *Transport) learnShared(ctx context.Context, key string, k *keyState, de
 			return
 		case overran:
 			// The fleet overran a quota that each process sees only as
-			// what is left: its pace is cut as by a bare throttle.
-			_ = l.Learn(context.WithoutCancel(ctx), key, ratelimitheader.Signal{Throttled: true})
+			// what is left: its pace is cut as by a bare throttle, with
+			// the wait the throttle named (a run of them through a block
+			// backs off from it).
+			bare := ratelimitheader.Signal{Throttled: true, HasWait: sig.HasWait}
+			if sig.HasWait {
+				bare.Wait = min(sig.Wait, t.cfg.maxRetryAfter)
+			}
+			_ = l.Learn(context.WithoutCancel(ctx), key, bare)
 		}
 	}
 	if !sig.HasRemaining && (sig.Limit <= 0 || sig.Period <= 0) {

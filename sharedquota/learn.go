@@ -73,7 +73,11 @@ func (r *Redis) Learn(ctx context.Context, key string, sig ratelimitheader.Signa
 		}
 		return r.learnPolicy(ctx, r.state(key), sig.Limit, sig.Period, left)
 	case sig.Throttled && !sig.HasRemaining && !sig.Permanent:
-		return r.learnThrottle(ctx, r.state(key))
+		var named time.Duration
+		if sig.HasWait {
+			named = sig.Wait
+		}
+		return r.learnThrottle(ctx, r.state(key), named)
 	case sig.HasRemaining && sig.Remaining == 0 && sig.HasWait && !sig.RetryAfter && sig.Wait > 0:
 		ks := r.state(key)
 		if ks.pausedFor(r.now()) >= sig.Wait-sig.Wait/8 {
@@ -146,13 +150,14 @@ const (
 	aimdLife       = 10 * time.Minute
 )
 
-// learnThrottle applies a bare throttle on ks to the fleet's pace (see
-// cutScript).
-func (r *Redis) learnThrottle(ctx context.Context, ks *keyState) error {
+// learnThrottle applies a bare throttle on ks, which named the wait named
+// (0: none), to the fleet's pace (see cutScript).
+func (r *Redis) learnThrottle(ctx context.Context, ks *keyState, named time.Duration) error {
 	if err := r.usable(ks); err != nil {
 		return err
 	}
-	v, err := r.eval(ctx, cutScript, ks.keys, []any{ks.departedSeq(r.now()), r.marginMs(), r.capUs(), r.channel, max(r.live.Load(), 1)})
+	v, err := r.eval(ctx, cutScript, ks.keys, []any{ks.departedSeq(r.now()), r.marginMs(), r.capUs(), r.channel, max(r.live.Load(), 1),
+		min(max(int64(named/time.Microsecond), 0), r.capUs())})
 	if err == nil {
 		var rate, cutSeq int64
 		if rate, _, cutSeq, err = cutReply(v); err == nil {

@@ -513,15 +513,18 @@ return 1
 // blocks a key after a violation answers each probe into the block so,
 // and each process sends one try at a time into it). It changes no pace;
 // the next request waits a backoff that doubles with each such throttle
-// in a row ("ab"), and the measure starts again from it ("am", "amn").
+// in a row ("ab"), from the wait the throttle named if longer, and the
+// measure starts again from it ("am", "amn").
 //
 // KEYS[1]: the quota's hash (fields "ar": the rate at the cut, "ac": the
 // cut's instant, µs, "as": "1" in slow start, "acn": "an" at the cut,
 // "at": the pace's TAT, "am" and "amn": the instant and count the
 // measure starts from, if later than the cut, "ab": the throttles in a
-// row that measured nothing); ARGV[2]: the margin of the TTL, in ms; ARGV[3]:
-// the cap on waits, µs; ARGV[4]: the channel, on which a cut is published
-// as "c <hash name> <acn>"; ARGV[5]: the processes announced. It returns
+// row that measured nothing, "aw": the last one's backoff, µs); ARGV[2]:
+// the margin of the TTL, in ms; ARGV[3]: the cap on waits, µs; ARGV[4]:
+// the channel, on which a cut is published as "c <hash name> <acn>";
+// ARGV[5]: the processes announced; ARGV[6]: the wait the throttle named,
+// µs (0: none). It returns
 // the pace after it, in thousandths of a request per second, 1 if it cut,
 // 0 if the throttle was stale or measured nothing, and "acn". The state
 // lasts aimdLife after the cut.
@@ -530,8 +533,8 @@ local bound = tonumber(ARGV[1])
 local margin = tonumber(ARGV[2]) * 1000
 local cap = tonumber(ARGV[3])
 local procs = math.max(math.floor(tonumber(ARGV[5]) or 1), 1)
-local v = redis.call('HMGET', KEYS[1], 'exp', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'hw', 'am', 'amn', 'ab')
-if rebased(v[9]) then v = redis.call('HMGET', KEYS[1], 'exp', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'hw', 'am', 'amn', 'ab') end
+local v = redis.call('HMGET', KEYS[1], 'exp', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'hw', 'am', 'amn', 'ab', 'aw')
+if rebased(v[9]) then v = redis.call('HMGET', KEYS[1], 'exp', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'hw', 'am', 'amn', 'ab', 'aw') end
 local ar = valid(v[3], aimdMost)
 local ac = valid(v[4], now)
 local slow = v[5] == '1'
@@ -576,12 +579,20 @@ else
     -- second when the block ended), and the next request waits a backoff
     -- that doubles with each such throttle in a row, from a quarter of a
     -- second up to the cap: a block that each request restarts ends only
-    -- when the fleet keeps away for longer than it lasts. The measure
-    -- starts again from here.
+    -- when the fleet keeps away for longer than it lasts. The backoff is
+    -- the wait the throttle named (ARGV[6]) if longer, and doubles from
+    -- the last one ("aw"), as a process's strikes do: a server that names
+    -- its window's wait through a block (3 s restarted by each request,
+    -- windows of 2 s) was met by a try each 2 s, and the block went on
+    -- for 15 s instead of 5. The measure starts again from here.
     local ab = math.min(math.floor(valid(v[12], 64) or 0), 40)
-    at = math.max(at, now + math.min(250000 * 2 ^ ab, cap))
+    local back = 250000 * 2 ^ ab
+    local aw = valid(v[13], cap)
+    if ab > 0 and aw and aw > 0 then back = math.max(back, 2 * aw) end
+    back = math.min(math.max(back, tonumber(ARGV[6]) or 0), cap)
+    at = math.max(at, now + back)
     redis.call('HSET', KEYS[1], 'am', string.format('%d', now), 'amn', string.format('%d', an),
-      'ab', string.format('%d', ab + 1), 'at', string.format('%d', at), 'as', '0', 'hw', string.format('%d', now))
+      'ab', string.format('%d', ab + 1), 'aw', string.format('%d', back), 'at', string.format('%d', at), 'as', '0', 'hw', string.format('%d', now))
     return {math.floor(aimdRate(ar, ac, false)), 0, acn}
   end
   sent = math.min(bound, an) - acn
@@ -608,7 +619,7 @@ local rate = math.max(wmax * keep, aimdFloor)
 -- hear of the cut, published below, before they leave).
 at = now + math.ceil(1000000000 / rate)
 local hs = {'ar', string.format('%d', math.floor(wmax)), 'ac', string.format('%d', now), 'as', slow and '1' or '0',
-  'acn', string.format('%d', an), 'a1', string.format('%d', now), 'at', string.format('%d', at), 'ab', '0'}
+  'acn', string.format('%d', an), 'a1', string.format('%d', now), 'at', string.format('%d', at), 'ab', '0', 'aw', '0'}
 save(hs, v[1], math.max(now + aimdLife, at), margin, cap, true)
 redis.call('PUBLISH', ARGV[4], 'c ' .. KEYS[1] .. ' ' .. string.format('%d', an))
 return {math.floor(rate), 1, an}
