@@ -1107,6 +1107,13 @@ type aimdCycles struct {
 	// cycle let the bucket overflow), not a point on the line that later
 	// cycles are measured against (see bracket).
 	loose bool
+	// pen is what the last block the key met cost, in ns: from its first
+	// throttle to the answer that ended it (see blocked); 0: none.
+	// penEnd is when that answer came, and penSeq the departures sent
+	// before the try it answered, until a cut takes them in; penEnd 0:
+	// none to take in.
+	pen, penEnd int64
+	penSeq      uint64
 }
 
 // floorKeep is the share kept of a pace a window's quota a wait sustains
@@ -1910,6 +1917,65 @@ func (a *aimd) left(d int64) bool {
 	return false
 }
 
+// blocked notes that a block ended at now: throttles in a row, the
+// server refusing even a lone request after a pause, from from on; seq
+// departures were sent before the try that went through. Each throttle
+// costs the key a block from then on: the cycle after it measures the
+// rate the server sustains (see cycleRate), and the climb back to it
+// takes penClimb blocks.
+//
+// A block that ends slow start (the first burst's throttle began it, and
+// nothing since measured a rate) leaves the key at what that burst let
+// through a second, climbing from there: slow start, doubling the pace
+// every second, would be throttled within a second or two and meet a
+// second block at once, and a bucket's burst is about a second of its
+// rate at many APIs.
+func (a *aimd) blocked(from, now int64, seq uint64) {
+	c := a.cycles()
+	first := c.pen == 0
+	c.pen, c.penEnd, c.penSeq = max(now-from, 1), now, seq
+	if first {
+		a.slow = false
+		a.wmax = max(min(a.wmax, a.c.burst), aimdFloor)
+		a.c.keep, a.c.k, a.c.fine = 0, 0, false
+		a.cutAt, a.climb = now, 0
+		a.rate = a.at(now)
+	}
+}
+
+// penClimb is how many times the cost of its last block a key's climb
+// back to the rate of its last cut takes, at least (see aimdK): a climb
+// of 12 s past the rate that met a block of 30 s met the next one 40 s
+// later, and the blocks took more than half the time. Over penClimb
+// blocks the next throttle comes, if it comes, after some 2·penClimb of
+// them: a block is then about a tenth of the time.
+const penClimb = 4
+
+// cycleRate returns the rate that the departures from the end of the
+// last block (see blocked) up to the throttle of departure seq measure,
+// sentSince them, if any: the server's bucket was full when the block
+// ended, so those past what it held (burst, as the first throttle showed
+// it) came back at its rate, and ok false when no block's end is to be
+// taken in. The end is taken in once.
+func (a *aimd) cycleRate(seq uint64, sentSince func(since int64, seq uint64) (n, span float64, ok bool)) (rate float64, ok bool) {
+	if a.c == nil || a.c.penEnd == 0 || seq <= a.c.penSeq {
+		return 0, false
+	}
+	n, span, ok := sentSince(a.c.penEnd, seq)
+	a.c.penEnd = 0
+	if !ok || span <= 0 {
+		return 0, false
+	}
+	// The try that ended the block left before penEnd; seq found less
+	// than one left. A window's (or a log's) quota comes back at once,
+	// not at a rate: one that the cycle spent within its span says its
+	// rate is no less than about half the quota over the span (a log of
+	// 20 per second, its quota spent in 0.9 s after a block, was taken
+	// for a bucket of 1/s and paced at that for minutes).
+	n += 2
+	return max(n-max(a.c.burst, 1), n/2, 1) / span, true
+}
+
 // climbFrom makes the climb from the last cut start at at, on the pacer's
 // clock, if that is later than it starts.
 func (a *aimd) climbFrom(at int64) {
@@ -1930,9 +1996,9 @@ func (a *aimd) at(now int64) float64 {
 	if a.slow {
 		r = a.wmax * aimdBeta * math.Exp2(min(t, 60))
 	} else {
-		keep, k := 0.0, 0.0
+		keep, k, pen := 0.0, 0.0, int64(0)
 		if a.c != nil {
-			keep, k = a.c.keep, a.c.k
+			keep, k, pen = a.c.keep, a.c.k, a.c.pen
 		}
 		if keep == 0 {
 			keep = aimdBeta
@@ -1940,6 +2006,7 @@ func (a *aimd) at(now int64) float64 {
 		if k == 0 {
 			k = aimdK.Seconds()
 		}
+		k = max(k, penClimb*float64(pen)/1e9)
 		// The climb past wmax explores at the scale of its cut, and at
 		// least 5 %; past a rate measured well (fine), at the scale of
 		// the measure's error (see aimdFineScale).

@@ -1050,9 +1050,14 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 	}
 	if capped {
 		// The cap's throttle: no measure of the pace, no strike.
-	} else if bare && len(k.pacer.buckets) > 0 && k.strikes != nil && seq > k.strikes.after {
+	} else if bare && k.strikes != nil && seq > k.strikes.after && (len(k.pacer.buckets) > 0 || k.strikes.n >= 2) {
 		// A try throttled again: a block goes on, and the strikes' pauses
-		// answer it; the pace that was configured is not to blame.
+		// answer it; the pace that was configured is not to blame, nor,
+		// once a try has been refused alone after a pause, the pace that
+		// was learned: that try was sent at no pace. (Cut by each, a key
+		// left a block of 30 s at 0.43 of the pace the block began at,
+		// climbed back past it within 40 s, and met the next block: one
+		// every 90 s against a bucket of 10/s.)
 	} else if bare && k.rareThrottle(now, seq) {
 		if sig.HasWait {
 			k.resumeWithoutBurst(satAdd(now, int64(wait)))
@@ -1110,11 +1115,19 @@ func (k *keyState) cut(b bareThrottle) {
 		// the pace the key had.
 		known = false
 	}
+	afterPause := known && pausedTill > now-int64(time.Second)
+	if r, ok := k.aimd.cycleRate(seq, k.model.sentSince); ok && k.aimd.active {
+		// The first throttle since a block ended: the cycle from its end
+		// measures the rate, over its whole span (the last second alone
+		// measured the pace it was thrown at, up to twice the rate in
+		// slow start, and the cut from it met the next block).
+		n, span, known, afterPause = r, 1, true, false
+	}
 	// A throttle that left under a learned cap, at no pace, cuts no pace
 	// that has measured the server's (see concMeasured); slow start's,
 	// which measured nothing yet, is cut as by any.
 	if !b.unpaced || !k.aimd.active || k.aimd.slow {
-		k.aimd.throttledAt(now, seq, b.at, b.atKnown && b.hasWait, k.firstAt, k.window.lastAt, k.sent, n, span, known, known && pausedTill > now-int64(time.Second), k.model.ring())
+		k.aimd.throttledAt(now, seq, b.at, b.atKnown && b.hasWait, k.firstAt, k.window.lastAt, k.sent, n, span, known, afterPause, k.model.ring())
 	}
 	k.sustain()
 	k.aimdB.Interval, k.aimdB.Burst, k.aimdB.Unweighted = k.aimd.interval(now), 1, true

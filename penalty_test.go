@@ -310,3 +310,34 @@ func TestAnAbandonedTryDoesNotHoldTheKey(t *testing.T) {
 		assert.Equal(t, 200, resp.StatusCode, "the key goes on once the block is over")
 	})
 }
+
+// A key with no limits, against a bucket of 10/s burst 10 that blocks a
+// violation for 30 s and says nothing of it (bare 429s, or only the
+// window's wait), meets the block its first burst begins and no other:
+// it resumes at what that burst let through a second, and climbs back
+// over several blocks' time. (It met one every 90 s: each try refused in
+// the block cut its pace, and the climb of 12 s went back past it.)
+func TestABlockIsMetOnceByAKeyThatLearns(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		dialect fakeserver.Dialect
+		states  fakeserver.BlockStatement
+	}{
+		{"bare", fakeserver.Bare{}, fakeserver.StateNothing},
+		{"window", fakeserver.RetryAfterSeconds{}, fakeserver.StateWindow},
+	} {
+		for _, workers := range []int{1, 8, 32} {
+			t.Run(fmt.Sprintf("%s/%d", c.name, workers), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					srv := fakeserver.New(fakeserver.Config{Limit: 10, Burst: 10, Dialect: c.dialect,
+						Penalty: fakeserver.Penalty{Block: 30 * time.Second, BlockStates: c.states},
+						Faults:  fakeserver.Faults{Latency: 5 * time.Millisecond}})
+					r := penaltyRun(t, srv, 1000, workers, 0, penaltyRetry)
+					t.Logf("%v", r)
+					assert.Zero(t, r.failed, "%v", r.errs)
+					assert.EqualValues(t, 1, r.st.Rejected, "blocks begun")
+				})
+			})
+		}
+	}
+}

@@ -37,6 +37,7 @@ import (
 // key's mutex; times are on the pacer's clock.
 type strikes struct {
 	n      int    // throttles in a row
+	at     int64  // when the first came
 	after  uint64 // departures sent when the last strike came
 	next   int64  // the next try leaves no earlier
 	pause  int64  // the pause after the last strike
@@ -51,6 +52,12 @@ func (k *keyState) strikesIdle(now int64) bool {
 	s := k.strikes
 	return s == nil || (!s.trying && now-s.next > int64(strikesForget))
 }
+
+// blockLeast is how long throttles in a row, lone tries among them, last
+// at least to be taken for a block: over twice the interval of the
+// slowest pace a key believes in (aimdFloor). A bucket that refills
+// a request a second gives one back to a lone try within a few pauses.
+const blockLeast = 5 * time.Second
 
 // strikesForget is how long after its last pause ended a key's strikes
 // no longer keep it from being dropped.
@@ -90,7 +97,7 @@ func (k *keyState) strike(now int64, seq uint64, sig *ratelimitheader.Signal, wa
 		return // not cured by waiting, or of the burst already struck
 	}
 	if s == nil {
-		s = new(strikes)
+		s = &strikes{at: now}
 		k.strikes = s
 		k.striking.Store(true)
 	}
@@ -171,7 +178,15 @@ func (k *keyState) strikeAnsweredNow(seq uint64, failed bool) {
 		// on at its pace.
 		k.strikes = nil
 		k.striking.Store(false)
-		k.aimd.triedAt(k.env.now(), k.sent)
+		now := k.env.now()
+		k.aimd.triedAt(now, k.sent)
+		if s.n >= 2 && len(k.pacer.buckets) == 0 && k.aimd.active && now-s.at >= int64(blockLeast) {
+			// Lone tries were refused after pauses, for longer than any
+			// rate the key believes in takes to give a request back: the
+			// server held the key past its throttle, a block (see
+			// aimd.blocked).
+			k.aimd.blocked(s.at, now, seq-1)
+		}
 	case s.trying && seq == s.try:
 		s.trying = false // no answer: the next try may go when due
 	default:
