@@ -576,6 +576,9 @@ func (g *xGroup) add(in *input, s *Signal, silent bool) {
 		w.hasRem = true
 	}
 	w.add(s, period, unit)
+	if w.hasRem && w.remaining == 0 && w.hasRst && (!in.hasSpent || w.reset > in.spent) {
+		in.spent, in.hasSpent = w.reset, true
+	}
 	if w.hasRem && w.remaining == 0 && eqFold(g.kind, "global") {
 		// A spent limit of the whole account, across routes
 		// (LaunchDarkly's X-Ratelimit-Global-Remaining).
@@ -906,8 +909,9 @@ func (githubDialect) parse(in *input, s *Signal) {
 
 // discordDialect reads Discord's scope (X-RateLimit-Global: true,
 // X-RateLimit-Scope: global) and the JSON body of its 429s: "global": true,
-// and a delay in seconds, Discord's precise retry_after and the others'
-// (see bodyDelayKeys).
+// and a delay, Discord's precise retry_after and the others' (see
+// bodyDelayKeys), in seconds or, where the response shows it, in
+// milliseconds (see bodyDelay).
 type discordDialect struct{}
 
 func (discordDialect) String() string { return "discord" }
@@ -927,13 +931,49 @@ func (discordDialect) parse(in *input, s *Signal) {
 	for _, key := range bodyDelayKeys {
 		if v, isString, ok := jsonValue(in.Body, key); ok && !isString {
 			if n, frac, ok := parseNumber(string(v)); ok {
-				s.refineRetryAfter(toDuration(n, frac, time.Second))
+				if key == "retry_in_seconds" {
+					s.refineRetryAfter(toDuration(n, frac, time.Second)) // its name says
+				} else {
+					bodyDelay(in, s, n, frac, allDigits(string(v)))
+				}
 			}
 		}
 	}
 	if v, isString, ok := jsonValue(in.Body, "global"); ok && !isString && string(v) == "true" {
 		s.Scope = ScopeGlobal
 	}
+}
+
+// bodyDelay records the delay n.frac a 429's body states. It counts
+// seconds (Discord since API v8, Telegram, Dropbox, monday.com), unless the
+// response itself shows it to count milliseconds, as Discord's before v8
+// and PluralKit's do (Discord API docs before v8, Rate Limits: retry_after,
+// "the number of milliseconds to wait", 6457 beside X-RateLimit-Reset-After:
+// 7; PluralKit API reference, Rate Limiting: retry_after, "the amount of
+// milliseconds remaining until you can make more requests"): n is written
+// as a whole number (whole), a window the X-RateLimit fields say is spent resets within a
+// second of n milliseconds, and n seconds is more than a second beyond that
+// reset. A delay the window bounds is not one the same response states a
+// thousand times longer. Discord before v8 also sent its Retry-After in
+// milliseconds: a stated delay of n seconds, as the body's n, is then
+// replaced, not kept as the longer. Without a spent window to measure it
+// against (Discord's global limit before v8), n counts seconds.
+func bodyDelay(in *input, s *Signal, n uint64, frac uint32, whole bool) {
+	sec := toDuration(n, frac, time.Second)
+	if !whole || !in.hasSpent || sec <= in.spent+time.Second {
+		s.refineRetryAfter(sec)
+		return
+	}
+	ms := toDuration(n, 0, time.Millisecond)
+	if ms > in.spent+time.Second {
+		s.refineRetryAfter(sec)
+		return
+	}
+	if s.RetryAfter && s.Wait == sec {
+		s.Wait = ms // the same number, stated in milliseconds twice
+		return
+	}
+	s.refineRetryAfter(ms)
 }
 
 // bodyDelayKeys are the JSON members, at any depth, in which a 429's body

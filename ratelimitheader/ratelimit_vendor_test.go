@@ -419,3 +419,48 @@ func TestPairWindowsWithRemaining(t *testing.T) {
 			want:    Signal{Remaining: 5, HasRemaining: true}},
 	})
 }
+
+// A 429's body states its retry_after in seconds (Discord since v8) or in
+// milliseconds (PluralKit, Discord before v8); the spent window of the same
+// response tells which (see bodyDelay).
+func TestBodyDelayUnit(t *testing.T) {
+	const s, ms = time.Second, time.Millisecond
+	spent := func(reset string) [][2]string {
+		return [][2]string{dateNow, {"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset-After", reset}}
+	}
+	with := func(h [][2]string, more ...[2]string) [][2]string {
+		return append(append([][2]string(nil), h...), more...)
+	}
+	spentSignal := func(wait, reset time.Duration) Signal {
+		return Signal{Throttled: true, Wait: wait, HasWait: true, RetryAfter: true, HasRemaining: true, Reset: reset}
+	}
+	runCases(t, nil, []signalCase{
+		{name: "a whole number a spent window bounds in milliseconds only: milliseconds", status: 429,
+			headers: spent("1"), body: `{"retry_after":19}`, want: spentSignal(19*ms, s)},
+		{name: "a whole number within a second of the spent window: seconds", status: 429,
+			headers: spent("1"), body: `{"retry_after":2}`, want: spentSignal(2*s, s)},
+		{name: "a whole number past the window in milliseconds too: seconds", status: 429,
+			headers: spent("2"), body: `{"retry_after":5000}`,
+			want: Signal{Throttled: true, Wait: 5000 * s, HasWait: true, RetryAfter: true, OverMaxServerWait: true, HasRemaining: true, Reset: 2 * s}},
+		{name: "a decimal counts seconds, whatever the window (Discord since v8)", status: 429,
+			headers: spent("1"), body: `{"retry_after":19.0}`, want: spentSignal(19*s, s)},
+		{name: "retry_in_seconds says its unit", status: 429,
+			headers: spent("1"), body: `{"retry_in_seconds":19}`, want: spentSignal(19*s, s)},
+		{name: "no spent window: seconds", status: 429,
+			headers: [][2]string{dateNow, {"X-RateLimit-Remaining", "0"}}, body: `{"retry_after":19}`,
+			want: Signal{Throttled: true, Wait: 19 * s, HasWait: true, RetryAfter: true, HasRemaining: true}},
+		{name: "a window with room left: seconds", status: 429,
+			headers: [][2]string{dateNow, {"X-RateLimit-Remaining", "3"}, {"X-RateLimit-Reset-After", "1"}}, body: `{"retry_after":19}`,
+			want: Signal{Throttled: true, Wait: 19 * s, HasWait: true, RetryAfter: true, Remaining: 3, HasRemaining: true, Reset: s}},
+		{name: "a Retry-After of other seconds is kept, the longer", status: 429,
+			headers: with(spent("1"), [2]string{"Retry-After", "30"}), body: `{"retry_after":25}`, want: spentSignal(30*s, s)},
+		{name: "a Retry-After of the same number counted milliseconds too (Discord before v8)", status: 429,
+			headers: with(spent("7"), [2]string{"Retry-After", "6457"}), body: `{"retry_after":6457,"global":false}`,
+			want: spentSignal(6457*ms, 7*s)},
+		{name: "Discord's global limit before v8: no window to tell the unit by, seconds", status: 429,
+			headers: [][2]string{dateNow, {"Retry-After", "6457"}, {"X-RateLimit-Global", "true"}}, body: `{"retry_after":6457,"global":true}`,
+			want: Signal{Throttled: true, Scope: ScopeGlobal, Wait: 6457 * s, HasWait: true, RetryAfter: true, OverMaxServerWait: true}},
+		{name: "a body on a 200 says nothing", status: 200, headers: spent("1"), body: `{"retry_after":19}`,
+			want: Signal{Wait: s, HasWait: true, HasRemaining: true, Reset: s}},
+	})
+}

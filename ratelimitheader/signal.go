@@ -261,6 +261,12 @@ type input struct {
 	srv      time.Time
 	srvKnown bool // srv is the server's clock (ServerNow, a valid Date), not Now
 	srvDone  bool
+	// spent is the latest reset of an X-RateLimit window the response says
+	// is exhausted, and hasSpent whether there is one: the X-RateLimit
+	// dialect notes it for the body's delay to be measured against (see
+	// bodyDelay).
+	spent    time.Duration
+	hasSpent bool
 }
 
 // newInput returns the working copy of in, for a built-in dialect called
@@ -377,7 +383,8 @@ var builtinDialects = []Dialect{
 // Linear, RapidAPI, Strava, Trello, Azure, Datadog, Riot Games,
 // LaunchDarkly, Trakt, Split, Bybit, and the windows Etsy and Xero name),
 // GitHub's 403, Discord's body (and the delays other
-// bodies state), OpenAI's billing
+// bodies state, in seconds or in milliseconds: PluralKit's, Discord's
+// before v8), OpenAI's billing
 // errors, Anthropic, Shopify, HubSpot, Zendesk, Stripe, Google APIs
 // (Gemini's RetryInfo), Salesforce, Atlassian's RateLimit-Reason and
 // Linear's 400 RATELIMITED. Append your own to add a vendor. Each built-in

@@ -141,6 +141,9 @@ func FuzzVendor(f *testing.F) {
 	f.Add(uint16(418), "120", "-5", `{"code":-1003,"msg":"Way too much request weight used; IP banned until 1773144120000."}`)
 	f.Add(uint16(429), "20:1,100:120", `{"name":"UNAUTHED_API_GET_LIMIT","period":300,"limit":1000,"remaining":0,"until":"2026-03-10T12:00:10Z"}`, "")
 	f.Add(uint16(200), "21:10, 5:99999999999, :", "1773144007000", "")
+	f.Add(uint16(429), "0", "1", `{"message":"429: too many requests","retry_after":19,"scope":"generic_get","code":0}`)
+	f.Add(uint16(429), "6457", "7", `{"message":"You are being rate limited.","retry_after":6457,"global":false}`)
+	f.Add(uint16(429), "0", "0.5", `{"retry_after":18446744073709551616}`)
 	f.Fuzz(func(t *testing.T, status uint16, a, b, body string) {
 		h := http.Header{"Date": {fuzzDate}}
 		for i, k := range vendorFields {
