@@ -88,6 +88,11 @@ type fleetStall struct {
 type outageRare struct {
 	bo   *backoff.ExponentialBackOff
 	hang hangSpan
+	// ramp, after an outage: how many requests may be out at once, one
+	// more for each answer (see rampUp); 0: no bound. fine and failed
+	// count the answers during the outage that were no failure, and those
+	// that were (the first included).
+	ramp, fine, failed uint32
 }
 
 // rareState returns o's outageRare, made on first use.
@@ -264,6 +269,9 @@ func newProbeSchedule(o RetryOptions) probeSchedule {
 // host: the next answer, or the first failure, lets the queue go on.
 func (k *keyState) outageGate(now int64) bool {
 	o := &k.out
+	if r := o.rare; r != nil && r.ramp > 0 && !o.down && k.unseenN() >= uint64(r.ramp) {
+		return false // the next answer widens the ramp (see rampUp)
+	}
 	if o.probing {
 		if !o.replaying || o.down {
 			return false
@@ -596,8 +604,9 @@ func (k *keyState) settle(dep *departure, v outageVerdict) {
 	}
 	o.stalled.Store(false)
 	k.settleLocked(now, dep.seq, v, dep.gaveUp && v == hostDown)
-	if o.replaying {
-		o.stalled.Store(true) // the replay's answer is yet to come
+	k.rampUp(v)
+	if o.replaying || o.rare != nil && o.rare.ramp > 0 {
+		o.stalled.Store(true) // the replay's answer is yet to come, or the ramp's
 	}
 	k.failLate(now)
 	k.dispatch(now)
@@ -639,6 +648,7 @@ func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict, hung boo
 			o.rare.hang.owed = hangProbes
 		}
 		o.setDown(true)
+		o.rare.fine, o.rare.failed = 0, 1
 		bo.Reset()
 		o.next = satAdd(now, int64(bo.NextBackOff()))
 	case !o.down:
@@ -653,6 +663,9 @@ func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict, hung boo
 		case v == hostUp:
 			o.upAt = k.sent
 			o.setDown(false)
+			if r != nil {
+				r.ramp = r.rampFrom() // see rampUp
+			}
 		case v == hostDown && r != nil && r.bo != nil:
 			if r.hang.owed > 0 {
 				r.hang.owed = hangProbes // in a row
@@ -666,8 +679,56 @@ func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict, hung boo
 		// admitted before a hold (the breaker's), came back fine.
 		o.probing, o.replaying, o.upAt = false, false, k.sent
 		o.setDown(false)
+		if o.rare != nil {
+			o.rare.ramp = o.rare.rampFrom() // see rampUp
+		}
+	case o.rare == nil:
+	case v == hostUp:
+		o.rare.fine++ // of a request sent before the failure
+	case v == hostDown:
+		o.rare.failed++
 	}
 }
+
+// rampUp widens, under k.mu, the ramp of k's requests after an outage by
+// the answer v: one more request may be out for each answer that is not a
+// failure, doubling what is out each round trip (TCP's slow start), until
+// rampDone are; a failure ends it (the host is down again, or it was
+// not). An outage ended let the whole queue go at once: a flood into a
+// host that had just come back, and into a server that answers a flood
+// with 503s and no delay (nginx's limit_req, by default), a flood of 503s
+// each time: 400 requests from 32 workers, against a bucket of 20 a
+// second, met 3844-4044 of them; at a ramp, 1053-1476. Only an outage
+// whose answers were failures more than not ramps (see rampFrom): a
+// failure at random, among answers, holds the queue no longer than it
+// did (5 % of 503s at random, 32 workers: 2.16 s for 2000 requests on
+// average over 12 seeds, 2.22 s with the ramp).
+func (k *keyState) rampUp(v outageVerdict) {
+	r := k.out.rare
+	switch {
+	case r == nil || r.ramp == 0:
+	case k.out.down || v == hostDown:
+		r.ramp = 0
+	case v == hostUp:
+		if r.ramp++; r.ramp >= rampDone {
+			r.ramp = 0
+		}
+	}
+}
+
+// rampFrom returns the ramp an outage that ends leaves its key on (see
+// rampUp): none, unless more of the answers during it were failures than
+// not, a flood's; then as many as were not, and one.
+func (r *outageRare) rampFrom() uint32 {
+	if r.failed <= r.fine {
+		return 0
+	}
+	return r.fine + 1
+}
+
+// rampDone is how many requests out at once end the ramp after an outage
+// (see rampUp).
+const rampDone = 64
 
 // hold keeps k's queue waiting, as in an outage, until at least until on
 // the pacer's clock: an open breaker in hold mode. Called without k.mu.
