@@ -1114,6 +1114,9 @@ type aimdCycles struct {
 	// none to take in.
 	pen, penEnd int64
 	penSeq      uint64
+	// named: the first throttle named a wait that may be a block's (see
+	// namedBlock).
+	named bool
 }
 
 // floorKeep is the share kept of a pace a window's quota a wait sustains
@@ -1186,6 +1189,15 @@ func (a *aimd) throttled(now int64, seq, sent uint64, n, span float64, ok, after
 func (a *aimd) throttledAt(now int64, seq uint64, at int64, atKnown bool, firstAt, last int64, sent uint64, n, span float64, ok, afterPause bool, ring []depRecord) {
 	a.cycles()
 	if a.active && seq <= a.cutSeq {
+		if a.c.named && a.c.n2 == 0 && a.c.burst > 0 {
+			// Another of the first burst, of a key that resumes after the
+			// block its throttle may have begun (see namedBlock): what
+			// got through of it a second.
+			a.c.burst--
+			a.c.ans1 = now
+			a.wmax = max(min(a.wmax, max(a.c.burst, 1)), aimdFloor)
+			a.rate = a.at(now)
+		}
 		if a.slow && a.c.burst > 0 {
 			a.c.burst-- // another of the first burst was throttled
 			a.c.ans1 = now
@@ -1942,6 +1954,67 @@ func (a *aimd) blocked(from, now int64, seq uint64) {
 		a.rate = a.at(now)
 	}
 }
+
+// namedBlock notes that the first throttle of a key, at now, named a
+// wait until end that a window cannot be told from a block by: in whole
+// seconds, of blockLeast or more, and far longer than the first burst
+// took (see blockSpan). (A wait to the millisecond, a date's or a global
+// retry_after, names a window's end that learnedWindow reads; a wait
+// shorter than blockLeast is left to the window's cycles: a block that
+// short costs little, and a log of 20 per 2 s lost 0.04 of the least
+// time to the second cycle spent over a second.) A server of fixed windows
+// gives the burst's quota back at the next boundary, and would let it
+// through again at once; one that blocked the burst's violation gives
+// back its bucket, and meets a burst and a request more to find the
+// window's end with the next block, every cycle (29 blocks of 10 s in
+// 300 requests against 10/s burst 10). So the key resumes at what the
+// burst let through a second, as after a block (see blocked), and
+// climbs back over penClimb times the wait: a window's quota still goes
+// through in each window, spent over a second rather than at once; a
+// bucket's rate is reached with no throttle more.
+func (a *aimd) namedBlock(now, end int64, sent uint64) {
+	c := a.cycles()
+	c.named = true
+	c.pen, c.penEnd, c.penSeq = max(end-now, 1), end, sent
+	a.slow = false
+	a.wmax = max(min(a.wmax, max(c.burst, 1)), aimdFloor)
+	c.keep, c.k, c.fine = 0, 0, false
+	a.climbFrom(end)
+	a.rate = a.at(now)
+}
+
+// windowAfterAll reports, for the first throttle since the wait
+// namedBlock took in (departure seq, naming a wait), whether the server
+// is a window (or a log) after all, and if so forgets the block and
+// returns the first wait: a window's wait ends at its boundary, and the
+// cycle, spent over a second and more at the pace, leaves less of it
+// than the first burst's did (a log's, as much less: its quota comes
+// back as it was spent); a block's is named anew from the violation, as
+// long as before. A log gives back the quota the cycle spent over its
+// span only as long as the first wait after it: the key waits that long,
+// or the cycles after it would find it spread (a log of 20 per 2 s, when
+// waits of 2 s were taken in, named waits of a second from then on, and
+// each cycle was throttled in flights: 0.93 -> 0.89 of the least time);
+// a window's next boundary is then that span late, once.
+func (a *aimd) windowAfterAll(seq uint64, wait int64) (first int64, ok bool) {
+	c := a.c
+	if c == nil || !c.named || c.penEnd == 0 || seq <= c.penSeq || wait >= c.pen-int64(blockShorter) {
+		return 0, false
+	}
+	first = c.pen
+	c.named, c.pen, c.penEnd = false, 0, 0
+	return first, true
+}
+
+// blockShorter is how much shorter than the wait the first throttle named
+// the next one is, at the least, for the server to be taken for a window
+// (see windowAfterAll): Retry-After in seconds rounds both up.
+const blockShorter = 500 * time.Millisecond
+
+// blockSpan is how many times longer than the span its first burst took
+// a wait its first throttle names is to be taken as a block's as much as
+// a window's (see namedBlock).
+const blockSpan = 4
 
 // penClimb is how many times the cost of its last block a key's climb
 // back to the rate of its last cut takes, at least (see aimdK): a climb

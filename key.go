@@ -1116,6 +1116,12 @@ func (k *keyState) cut(b bareThrottle) {
 		known = false
 	}
 	afterPause := known && pausedTill > now-int64(time.Second)
+	if b.hasWait {
+		if w, ok := k.aimd.windowAfterAll(seq, int64(b.wait)); ok && w > int64(b.wait) {
+			b.wait = time.Duration(min(w, int64(k.env.cfg.maxRetryAfter)))
+			k.pacer.pause(satAdd(now, int64(b.wait)))
+		}
+	}
 	if r, ok := k.aimd.cycleRate(seq, k.model.sentSince); ok && k.aimd.active {
 		// The first throttle since a block ended: the cycle from its end
 		// measures the rate, over its whole span (the last second alone
@@ -1126,6 +1132,7 @@ func (k *keyState) cut(b bareThrottle) {
 	// A throttle that left under a learned cap, at no pace, cuts no pace
 	// that has measured the server's (see concMeasured); slow start's,
 	// which measured nothing yet, is cut as by any.
+	first := !k.aimd.active
 	if !b.unpaced || !k.aimd.active || k.aimd.slow {
 		k.aimd.throttledAt(now, seq, b.at, b.atKnown && b.hasWait, k.firstAt, k.window.lastAt, k.sent, n, span, known, afterPause, k.model.ring())
 	}
@@ -1142,6 +1149,11 @@ func (k *keyState) cut(b bareThrottle) {
 		// cycle the climb measures.
 		if b.wait > aimdK {
 			k.aimd.climbFrom(satAdd(now, int64(b.wait)))
+		}
+		if first && k.aimd.active && b.wait >= blockLeast && b.wait%time.Second == 0 && k.firstSeq != 0 && int64(b.wait) > blockSpan*max(k.window.lastAt-k.firstAt, 0) {
+			// A wait far longer than the first burst took: a window's or a
+			// block's (see aimd.namedBlock).
+			k.aimd.namedBlock(now, satAdd(now, int64(b.wait)), k.sent)
 		}
 		k.aimdB.TAT = satAdd(now, int64(b.wait))
 		if c := k.aimd.cycles(); c.resumeAt == 0 || seq > c.resumeN {

@@ -341,3 +341,42 @@ func TestABlockIsMetOnceByAKeyThatLearns(t *testing.T) {
 		}
 	}
 }
+
+// A key with no limits, against a server that blocks a violation for 10 s
+// or 30 s and says so in Retry-After (the block's end, as GitHub's
+// secondary limit and penalty boxes do), meets the block its first burst
+// begins and few others. A wait that long after a quota spent within a
+// fraction of a second may be a window's or a block's: the key resumes at
+// what the burst let through a second, and climbs back slowly, where it
+// took the server for a window of its burst a wait, sent that at once
+// after each wait, and a request more to find the window's end, which
+// began the next block: one a cycle (29 in 300 requests against a bucket
+// of 10/s).
+func TestABlockStatedInRetryAfterIsNotTakenForAWindow(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		cfg   fakeserver.Config
+		block time.Duration
+		n     int
+	}{
+		{"bucket", fakeserver.Config{Limit: 10, Burst: 10}, 10 * time.Second, 300},
+		{"bucket", fakeserver.Config{Limit: 10, Burst: 10}, 30 * time.Second, 300},
+		{"window", fakeserver.Config{Algorithm: fakeserver.FixedWindow, Limit: 20, Window: time.Second}, 10 * time.Second, 400},
+		{"log", fakeserver.Config{Algorithm: fakeserver.SlidingWindow, Limit: 20, Window: time.Second}, 10 * time.Second, 400},
+	} {
+		for _, workers := range []int{1, 8, 32} {
+			t.Run(fmt.Sprintf("%s/%v/%d", c.name, c.block, workers), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					cfg := c.cfg
+					cfg.Dialect = fakeserver.RetryAfterSeconds{}
+					cfg.Penalty = fakeserver.Penalty{Block: c.block, BlockStates: fakeserver.StateBlockEnd}
+					cfg.Faults = fakeserver.Faults{Latency: 5 * time.Millisecond}
+					r := penaltyRun(t, fakeserver.New(cfg), c.n, workers, 0, penaltyRetry)
+					t.Logf("%v", r)
+					assert.Zero(t, r.failed, "%v", r.errs)
+					assert.LessOrEqual(t, r.st.Rejected, int64(2), "blocks begun")
+				})
+			})
+		}
+	}
+}

@@ -118,7 +118,13 @@ func TestRetryAfterOnlyServers(t *testing.T) {
 		// second's quota at once, and came out at 18.7/s; its own count
 		// over its span says 19.85/s: 0.866 / 0.868 -> 0.883 / 0.886.
 		{"sliding-log-20-per-1s", fakeserver.SlidingWindow, 20, time.Second, 0, 0, [2]float64{0.87, 0.87}, [2]int{1, 1}},
-		{"sliding-log-100-per-10s", fakeserver.SlidingWindow, 100, 10 * time.Second, 0, 0, [2]float64{0.91, 0.95}, [2]int{1, 1}},
+		// A wait of 10 s after a quota spent within 0.1 s may be a block's
+		// (see aimd.namedBlock): the second cycle goes at what the first
+		// burst let through a second, and once its wait, a second shorter,
+		// shows a log, the key waits the first wait for the quota that
+		// cycle spread to come back. A second once, of a run of two
+		// windows: 0.952 / 0.980 -> 0.917 / 0.934.
+		{"sliding-log-100-per-10s", fakeserver.SlidingWindow, 100, 10 * time.Second, 0, 0, [2]float64{0.91, 0.92}, [2]int{1, 1}},
 		{"sliding-log-20-per-2s", fakeserver.SlidingWindow, 20, 2 * time.Second, 0, 0, [2]float64{0.92, 0.94}, [2]int{1, 1}},
 	} {
 		sh, n := retryAfterOnly(c.name, c.alg, c.limit, c.window, c.burst)
