@@ -698,7 +698,7 @@ func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict, hung boo
 // host that had just come back, and into a server that answers a flood
 // with 503s and no delay (nginx's limit_req, by default), a flood of 503s
 // each time: 400 requests from 32 workers, against a bucket of 20 a
-// second, met 3844-4044 of them; at a ramp, 1053-1476. Only an outage
+// second, met 3844-4044 of them; at a ramp, 1053-1629. Only an outage
 // whose answers were failures more than not ramps (see rampFrom): a
 // failure at random, among answers, holds the queue no longer than it
 // did (5 % of 503s at random, 32 workers: 2.16 s for 2000 requests on

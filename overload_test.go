@@ -22,7 +22,7 @@ func (bare503) Reject(http.Header, fakeserver.State) fakeserver.Rejection {
 // flood, like a host gone down: an outage that its first probe ends. The
 // queue held meanwhile left at once, all of it, and met a flood of 503s
 // again: 400 requests from 32 workers, against a bucket of 20 a second,
-// met 3844-4044 of them. Let go at a ramp, they meet 1053-1476.
+// met 3844-4044 of them. Let go at a ramp, they meet 1053-1629.
 func TestAFloodOf503sIsLetGoAtARampAfterItsOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := fakeserver.Config{Limit: 20, Burst: 10, Dialect: bare503{}, Faults: fakeserver.Faults{Latency: 20 * time.Millisecond}}
