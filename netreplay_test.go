@@ -67,6 +67,22 @@ func holdUntil(n int32) (http.HandlerFunc, *atomic.Int32) {
 // replay of net/http's that the key lets go: none of net/http's other
 // re-sends.
 func TestAResetOutageReachesTheHostOncePerWorker(t *testing.T) {
+	// On a loaded machine the workload may reach the host only after its
+	// outage (a CI run with staticcheck and other tests beside it: 4
+	// attempts handed to the base during it, none arrived in it): such a
+	// run says nothing, and is run again.
+	for run := 1; ; run++ {
+		if resetOutageRun(t, run == 3) || run == 3 {
+			return
+		}
+		t.Logf("run %d missed the outage: again", run)
+	}
+}
+
+// resetOutageRun is one run of TestAResetOutageReachesTheHostOncePerWorker.
+// It reports whether the workload met the outage, and checks what it
+// found if so, or if last.
+func resetOutageRun(t *testing.T, last bool) bool {
 	const workers, pool = 8, 16
 	warm, _ := holdUntil(pool)
 	fs, err := fakeserver.Start(fakeserver.Config{
@@ -104,9 +120,13 @@ func TestAResetOutageReachesTheHostOncePerWorker(t *testing.T) {
 	handed := spans.during(from, to)
 	t.Logf("%d requests arrived during the outage, %d in all; headway handed its base %d then", st.Outage, st.Total, handed)
 	assert.Zero(t, failed.Load(), "failed")
+	if st.Outage == 0 && !last {
+		return false
+	}
 	assert.NotZero(t, st.Outage, "the workload met the outage")
 	assert.LessOrEqual(t, st.Outage, int64(handed)+1, "requests that reached the host during its outage")
 	assert.LessOrEqual(t, handed, workers+3, "attempts during a 0.5 s outage: those in flight as it began, and the probes")
+	return true
 }
 
 // spanRT records when each attempt handed to its base began and ended.
