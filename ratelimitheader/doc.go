@@ -8,9 +8,10 @@
 // Salesforce, Atlassian, Linear, Azure's resource providers, Etsy, Xero,
 // Yelp, Discogs, Contentful, Riot Games' <limit>:<seconds> windows,
 // LaunchDarkly, Trakt's JSON X-Ratelimit, Split, Bybit, Datadog), and the
-// delays a 429's body states (Discord, Telegram, Dropbox, monday.com), in
-// seconds or, where the response's spent window shows it, in milliseconds
-// (PluralKit, Discord before API v8). Of several windows, a spent one
+// delays a 429's body states (Discord, Telegram, Dropbox, monday.com,
+// Zulip's retry-after), in seconds or, where the response's spent window
+// shows it, in milliseconds (PluralKit, Discord before API v8), or in
+// milliseconds by name (Matrix's retry_after_ms). Of several windows, a spent one
 // governs the wait, and the one with the fewest left is the quota reported.
 //
 // It is pure: Parse and Parser.Parse take the status, the header, a prefix

@@ -931,9 +931,12 @@ func (discordDialect) parse(in *input, s *Signal) {
 	for _, key := range bodyDelayKeys {
 		if v, isString, ok := jsonValue(in.Body, key); ok && !isString {
 			if n, frac, ok := parseNumber(string(v)); ok {
-				if key == "retry_in_seconds" {
+				switch key {
+				case "retry_in_seconds":
 					s.refineRetryAfter(toDuration(n, frac, time.Second)) // its name says
-				} else {
+				case "retry_after_ms":
+					s.refineRetryAfter(toDuration(n, frac, time.Millisecond)) // its name says
+				default:
 					bodyDelay(in, s, n, frac, allDigits(string(v)))
 				}
 			}
@@ -977,12 +980,18 @@ func bodyDelay(in *input, s *Signal, n uint64, frac uint32, whole bool) {
 }
 
 // bodyDelayKeys are the JSON members, at any depth, in which a 429's body
-// states how many seconds to wait, as a number: retry_after (Discord,
-// Telegram's parameters.retry_after, Dropbox's RateLimitError) and
-// retry_in_seconds (monday.com's errors[].extensions, API changelog,
-// Updated complexity budget exhausted error). A delay the body states as a
-// string, or with a sign or an exponent, is ignored.
-var bodyDelayKeys = [...]string{"retry_after", "retry_in_seconds"}
+// states how long to wait, as a number: retry_after and retry-after in
+// seconds (Discord, Telegram's parameters.retry_after, Dropbox's
+// RateLimitError; Zulip's RATE_LIMIT_HIT error, REST API docs, Error
+// handling: "retry-after", the seconds to wait, a decimal), read as
+// bodyDelay does, retry_in_seconds in seconds (monday.com's
+// errors[].extensions, API changelog, Updated complexity budget exhausted
+// error) and retry_after_ms in milliseconds (Matrix's M_LIMIT_EXCEEDED,
+// Client-Server API, Rate limiting; deprecated since v1.10 in favour of
+// Retry-After, beside which it is the finer statement), as their names
+// say. A delay the body states as a string, or with a sign or an exponent,
+// is ignored.
+var bodyDelayKeys = [...]string{"retry_after", "retry-after", "retry_in_seconds", "retry_after_ms"}
 
 // openAIDialect recognises a billing error that OpenAI (and Azure OpenAI)
 // answer with a 429: "insufficient_quota" or "billing_hard_limit_reached" as

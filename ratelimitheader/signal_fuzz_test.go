@@ -144,6 +144,8 @@ func FuzzVendor(f *testing.F) {
 	f.Add(uint16(429), "0", "1", `{"message":"429: too many requests","retry_after":19,"scope":"generic_get","code":0}`)
 	f.Add(uint16(429), "6457", "7", `{"message":"You are being rate limited.","retry_after":6457,"global":false}`)
 	f.Add(uint16(429), "0", "0.5", `{"retry_after":18446744073709551616}`)
+	f.Add(uint16(429), "0", "1773144060", `{"code":"RATE_LIMIT_HIT","result":"error","retry-after":28.706807374954224}`)
+	f.Add(uint16(429), "2", "0", `{"errcode":"M_LIMIT_EXCEEDED","retry_after_ms":18446744073709551616}`)
 	f.Fuzz(func(t *testing.T, status uint16, a, b, body string) {
 		h := http.Header{"Date": {fuzzDate}}
 		for i, k := range vendorFields {
