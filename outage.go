@@ -48,7 +48,7 @@ type outage struct {
 	// replayTurn); next is then when it stops holding the queue.
 	replaying bool
 	isDown    atomic.Bool // down, read without the lock
-	stalled   atomic.Bool // the queue waits for an answer: a stall (see outageGate) or a replay (see replayTurn)
+	stalled   atomic.Bool // the queue waits for an answer: a stall (see outageGate) or a replay (see replayTurn), or every answer is watched (see watching)
 	// stallShared: the fleet heard of a stall of this key, and awaits its
 	// end (see onStall).
 	stallShared atomic.Bool
@@ -93,6 +93,7 @@ type outageRare struct {
 	// count the answers during the outage that were no failure, and those
 	// that were (the first included).
 	ramp, fine, failed uint32
+	over               overloads
 }
 
 // rareState returns o's outageRare, made on first use.
@@ -290,7 +291,7 @@ func (k *keyState) outageGate(now int64) bool {
 	o.stalled.Store(true)
 	if k.silence() != mark {
 		// Answered meanwhile: its settle may not have seen stalled.
-		if !o.replaying {
+		if !o.replaying && !o.watching() {
 			o.stalled.Store(false)
 		}
 		return true
@@ -605,8 +606,18 @@ func (k *keyState) settle(dep *departure, v outageVerdict) {
 	o.stalled.Store(false)
 	k.settleLocked(now, dep.seq, v, dep.gaveUp && v == hostDown)
 	k.rampUp(v)
-	if o.replaying || o.rare != nil && o.rare.ramp > 0 {
-		o.stalled.Store(true) // the replay's answer is yet to come, or the ramp's
+	if r := o.rare; r != nil {
+		r.over.seen = false // settled
+		switch {
+		case v == hostUnsent || dep.gaveUp:
+		case r.over.trial:
+			k.overloadAnswered(now, dep.seq)
+		case v == hostUp && r.over.counting() && dep.seq > r.over.sent:
+			r.over.ok++
+		}
+	}
+	if o.replaying || o.watching() {
+		o.stalled.Store(true) // the replay's answer is yet to come, or every answer is watched
 	}
 	k.failLate(now)
 	k.dispatch(now)
@@ -649,6 +660,7 @@ func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict, hung boo
 		}
 		o.setDown(true)
 		o.rare.fine, o.rare.failed = 0, 1
+		o.rare.over.down, o.rare.over.downAt = o.rare.over.seen, now
 		bo.Reset()
 		o.next = satAdd(now, int64(bo.NextBackOff()))
 	case !o.down:
@@ -664,6 +676,7 @@ func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict, hung boo
 			o.upAt = k.sent
 			o.setDown(false)
 			if r != nil {
+				k.overloadEnded(now)
 				r.ramp = r.rampFrom() // see rampUp
 			}
 		case v == hostDown && r != nil && r.bo != nil:
@@ -680,6 +693,7 @@ func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict, hung boo
 		o.probing, o.replaying, o.upAt = false, false, k.sent
 		o.setDown(false)
 		if o.rare != nil {
+			k.overloadEnded(now)
 			o.rare.ramp = o.rare.rampFrom() // see rampUp
 		}
 	case o.rare == nil:
@@ -690,19 +704,24 @@ func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict, hung boo
 	}
 }
 
+// watching reports, under the key's mutex, whether every answer of the
+// key is to be settled under it: while its queue leaves at a ramp after
+// an outage (see rampUp), or its overloads are watched (see
+// overloadLimit). stalled is kept set meanwhile.
+func (o *outage) watching() bool {
+	r := o.rare
+	return r != nil && (r.ramp > 0 || r.over.trial || r.over.counting())
+}
+
 // rampUp widens, under k.mu, the ramp of k's requests after an outage by
 // the answer v: one more request may be out for each answer that is not a
 // failure, doubling what is out each round trip (TCP's slow start), until
 // rampDone are; a failure ends it (the host is down again, or it was
-// not). An outage ended let the whole queue go at once: a flood into a
-// host that had just come back, and into a server that answers a flood
-// with 503s and no delay (nginx's limit_req, by default), a flood of 503s
-// each time: 400 requests from 32 workers, against a bucket of 20 a
-// second, met 3844-4044 of them; at a ramp, 1053-1629. Only an outage
-// whose answers were failures more than not ramps (see rampFrom): a
-// failure at random, among answers, holds the queue no longer than it
-// did (5 % of 503s at random, 32 workers: 2.16 s for 2000 requests on
-// average over 12 seeds, 2.22 s with the ramp).
+// not). An outage ended let the whole queue go at once, into a host that
+// had just come back; into a server that answers floods with 503s naming
+// no delay, a flood of 503s each time (see overloads). From the second
+// brief flood in a row, the queue leaves at a ramp instead (see
+// rampFrom).
 func (k *keyState) rampUp(v outageVerdict) {
 	r := k.out.rare
 	switch {
@@ -718,9 +737,11 @@ func (k *keyState) rampUp(v outageVerdict) {
 
 // rampFrom returns the ramp an outage that ends leaves its key on (see
 // rampUp): none, unless more of the answers during it were failures than
-// not, a flood's; then as many as were not, and one.
+// not, and it is the second brief flood in a row or later (see
+// overloads); then as many as were not, and one. A failure at random,
+// among answers, ramps nothing.
 func (r *outageRare) rampFrom() uint32 {
-	if r.failed <= r.fine {
+	if r.failed <= r.fine || r.over.quick < 2 {
 		return 0
 	}
 	return r.fine + 1

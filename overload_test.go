@@ -2,6 +2,7 @@ package headway_test
 
 import (
 	"net/http"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -18,41 +19,64 @@ func (bare503) Reject(http.Header, fakeserver.State) fakeserver.Rejection {
 	return fakeserver.Rejection{Status: http.StatusServiceUnavailable}
 }
 
-// A server that answers a flood with 503s and no delay looks, to each
-// flood, like a host gone down: an outage that its first probe ends. The
-// queue held meanwhile left at once, all of it, and met a flood of 503s
-// again: 400 requests from 32 workers, against a bucket of 20 a second,
-// met 3844-4044 of them. Let go at a ramp, they meet 1053-1629.
-func TestAFloodOf503sIsLetGoAtARampAfterItsOutage(t *testing.T) {
+// overloadRun sends n GETs from workers goroutines to a server of cfg
+// in virtual time and returns what runShape found.
+func overloadRun(t *testing.T, cfg fakeserver.Config, rate float64, burst, n, workers int) (r shapeResult, errors int64) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := fakeserver.Config{Limit: 20, Burst: 10, Dialect: bare503{}, Faults: fakeserver.Faults{Latency: 20 * time.Millisecond}}
 		srv := fakeserver.New(cfg)
-		sh := fakeserver.Shape{Name: "503", Config: cfg, Rate: 20, Burst: 10}
-		r := runShape(t, sh, srv, srv.Transport(), "http://api.test", 400, 32)
-		t.Logf("efficiency %.3f, %d 503s", r.efficiency, r.throttled)
-		if r.throttled > 2500 {
-			t.Errorf("%d 503s for 400 requests: the held queue went at once after each outage", r.throttled)
-		}
-		if r.efficiency < 0.85 {
-			t.Errorf("efficiency %.3f, want 0.85 at least", r.efficiency)
-		}
+		sh := fakeserver.Shape{Name: "503", Config: cfg, Rate: rate, Burst: burst}
+		r = runShape(t, sh, srv, srv.Transport(), "http://api.test", n, workers)
+		errors = srv.Stats().Errors
 	})
+	return r, errors
 }
 
-// 503s at random, among answers, end their outages with the answers
-// beside them: no ramp holds the key after them. 2000 requests from 32
-// workers, 5 % of them failing, take 2.16 s on average over 12 seeds
-// without the ramp, 2.22 s with it, 1.24 s with no failure.
-func TestRandom503sAreNotRamped(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		cfg := fakeserver.Config{Limit: 1_000_000, Burst: 1_000_000,
-			Faults: fakeserver.Faults{Latency: 20 * time.Millisecond, ErrorRate: 0.05, ErrorStatus: http.StatusServiceUnavailable, Seed: 3}}
-		srv := fakeserver.New(cfg)
-		sh := fakeserver.Shape{Name: "random", Config: cfg, Rate: 1e6, Burst: 1_000_000}
-		r := runShape(t, sh, srv, srv.Transport(), "http://api.test", 2000, 32)
-		t.Logf("%v for 2000 requests, %d failed", r.elapsed, srv.Stats().Errors)
-		if r.elapsed > 3*time.Second {
-			t.Errorf("2000 requests took %v, want 3 s at most", r.elapsed)
+// A server that answers a flood with 503s and no delay looks, to each
+// flood, like a host gone down (see overloads in overload.go): 400
+// requests from 32 workers, against a bucket of 20 a second, met
+// 3844-4044 of them. Taken, after a trial, for a limit's throttles, they
+// are 49-132 (6 runs); where the trial fails, the floods leave at a ramp,
+// 1000-1600.
+func TestFloodsOf503sAreTakenForALimit(t *testing.T) {
+	cfg := fakeserver.Config{Limit: 20, Burst: 10, Dialect: bare503{}, Faults: fakeserver.Faults{Latency: 20 * time.Millisecond}}
+	var got []int64
+	for range 7 {
+		r, _ := overloadRun(t, cfg, 20, 10, 400, 32)
+		got = append(got, r.throttled)
+		if r.efficiency < 0.6 {
+			t.Errorf("efficiency %.3f, want 0.6 at least", r.efficiency)
 		}
-	})
+		if r.throttled > 2500 {
+			t.Errorf("%d 503s for 400 requests: each flood's held queue went at once", r.throttled)
+		}
+	}
+	slices.Sort(got)
+	t.Logf("503s over 7 runs: %v", got)
+	if med := got[len(got)/2]; med > 400 {
+		t.Errorf("median of %d 503s for 400 requests over 7 runs, want 400 at most: %v", med, got)
+	}
+}
+
+// 503s at random, among answers, are a host failing, not a limit: the key
+// is not paced for them, which would cut its pace to the floor (20 % of
+// them: 2000 requests from one worker in 25 minutes, not 3). 2000
+// requests, 12 seeds: 5 % of 503s, 32 workers, 2.17 s on average (2.16
+// before the rule, 1.24 s with no failure); 20 % with 8 workers, 16.35 s
+// (15.48), 27.68 at most (20.32).
+func TestRandom503sAreNotTakenForALimit(t *testing.T) {
+	for _, c := range []struct {
+		share   float64
+		workers int
+		most    time.Duration
+	}{{0.05, 32, 3 * time.Second}, {0.2, 8, 45 * time.Second}} {
+		for seed := uint64(1); seed <= 4; seed++ {
+			cfg := fakeserver.Config{Limit: 1_000_000, Burst: 1_000_000, Faults: fakeserver.Faults{
+				Latency: 20 * time.Millisecond, ErrorRate: c.share, ErrorStatus: http.StatusServiceUnavailable, Seed: seed}}
+			r, errors := overloadRun(t, cfg, 1e6, 1_000_000, 2000, c.workers)
+			if r.elapsed > c.most {
+				t.Errorf("%.0f%% of 503s, %d workers, seed %d: 2000 requests (%d failed) took %v, want %v at most",
+					100*c.share, c.workers, seed, errors, r.elapsed, c.most)
+			}
+		}
+	}
 }

@@ -812,12 +812,19 @@ func (t *Transport) observeSignal(ctx context.Context, k *keyState, dep *departu
 		in.ServerNow = in.Now.Add(off)
 	}
 	*sig = t.parser.Parse(&in)
+	kind := overloadOutage
 	if overloaded(resp.StatusCode, sig) && t.probe.initial > 0 {
 		// An overload without a stated delay: the host is down for now, and
-		// its probes, not a cut in the key's pace, say when it is back.
-		sig.Throttled = false
+		// its probes, not a cut in the key's pace, say when it is back;
+		// unless a limit's (see overloadLimit).
+		if kind = k.overloadLimit(t.now(), dep.seq); kind != overloadThrottle {
+			sig.Throttled = false
+		}
 	}
 	hv := hostVerdict(resp, nil, ctx.Err(), sig)
+	if kind != overloadOutage {
+		hv = hostUp // the host answers: a limit refused the pace, or a trial's
+	}
 	k.settle(dep, hv)
 	if !sig.Throttled && !sig.HasWait && !sig.HasRemaining && sig.Limit == 0 {
 		k.endProbe()
