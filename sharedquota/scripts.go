@@ -640,18 +640,19 @@ else
   -- last of them throttled.
   local cur = aimdRate(ar, o, slow, k)
   -- The measure runs from the cut, or from the last throttle that
-  -- measured nothing (see below), or from when the climb starts, if
-  -- later: nothing was sent before it (a wait named, a block's backoff),
-  -- and a cycle measured over a block of 10 s read the rate at half what
-  -- it was, and kept the fleet at it.
+  -- measured nothing (see below), or from the end of a block or of a
+  -- wait of blockLeast or more ("ag"), if later: nothing was sent before
+  -- it, and a cycle measured over a block of 10 s read the rate at half
+  -- what it was, and kept the fleet at it. (A shorter backoff is part of
+  -- the cycle: the server's bucket refilled during it.)
   local from, fromn = ac, acn
   local am, amn = valid(v[10], now), math.floor(valid(v[11], 1e15) or -1)
   if am and am > ac and amn >= acn and amn <= an then
     from, fromn = am, amn
   end
   local afterBlock = false
-  if o > from and o < now then
-    from, afterBlock = o, v[19] == '1'
+  if v[19] == '1' and o > from and o < now then
+    from, afterBlock = o, true
   end
   local since = math.min(bound, an) - fromn
   if since <= 0 then
