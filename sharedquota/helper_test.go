@@ -58,6 +58,9 @@ type workerConfig struct {
 	// NoOutage turns the Transport's outage state off (a negative
 	// RetryOptions.ProbeInterval), for tests of the shared schedule alone.
 	NoOutage bool
+	// Attempts, when set, is RetryOptions.MaxAttempts, with no bound on
+	// the time retries take: a request goes on through a server's block.
+	Attempts int
 }
 
 type workerResult struct {
@@ -116,8 +119,11 @@ func runWorker(cfg workerConfig) (workerResult, error) {
 	if !cfg.Alone {
 		opts = append(opts, headway.WithSharedQuota(q))
 	}
-	if cfg.NoOutage {
+	switch {
+	case cfg.NoOutage:
 		opts = append(opts, headway.WithRetry(headway.RetryOptions{ProbeInterval: -1}))
+	case cfg.Attempts > 0:
+		opts = append(opts, headway.WithRetry(headway.RetryOptions{MaxAttempts: cfg.Attempts, MaxElapsed: -1}))
 	}
 	client := &http.Client{Transport: headway.New(base, opts...)}
 	if cfg.Contender == "redis_rate" {

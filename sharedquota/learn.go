@@ -141,13 +141,18 @@ func (r *Redis) learnPolicy(ctx context.Context, ks *keyState, limit int64, peri
 // The fleet's AIMD (see cutScript and aimdLua, which hold the same values):
 // the share of the rate kept after a cut, the time the cubic takes to
 // climb back, the slowest pace (thousandths of a request per second), the
-// fastest, and how long a cut is remembered.
+// fastest, how long a cut is remembered, how long throttles in a row (or
+// a wait named) last at least to be taken for a block, and how many times
+// what a block cost the climb back after it takes at least: the root's
+// blockLeast and penClimb.
 const (
 	aimdBeta       = 0.9
 	aimdK          = 12 * time.Second
 	aimdFloorMilli = 500
 	aimdMostMilli  = 1_000_000_000_000
 	aimdLife       = 10 * time.Minute
+	aimdBlockLeast = 5 * time.Second
+	aimdPenClimb   = 4
 )
 
 // learnThrottle applies a bare throttle on ks, which named the wait named

@@ -98,14 +98,14 @@ end
 -- rebased moves every instant of the quota's hash back by how far
 -- Redis's clock went back since the hash was last written (hw, read as v)
 -- and reports whether it did, so that the caller reads the hash again.
--- The instants are the fields pause, exp, lt, lu, at, ac, a1 and ph, and
+-- The instants are the fields pause, exp, lt, lu, at, ac, a1, ph, am and ao, and
 -- the TATs of the limits, whose names start with two numbers; a value
 -- that is not a number of µs since 1970 is left to the checks. A jump of
 -- a millisecond or less is left alone.
 local function rebased(v)
   local back = behind(v)
   if back <= 1000 then return false end
-  local instants = {pause = true, exp = true, lt = true, lu = true, at = true, ac = true, a1 = true, ph = true, am = true}
+  local instants = {pause = true, exp = true, lt = true, lu = true, at = true, ac = true, a1 = true, ph = true, am = true, ao = true}
   local all = redis.call('HGETALL', KEYS[1])
   local hs, exp = {'hw', string.format('%d', now)}, nil
   for i = 1, #all, 2 do
@@ -131,26 +131,38 @@ end
 // which TestAIMDCurveAgrees holds to these.
 const aimdLua = `
 local beta, aimdK, aimdFloor, aimdLife = 0.9, 12000000, 500, 600000000
+local blockLeast, penClimb = 5000000, 4
 local probeHold, probePoll = 1000000, 15000
 local aimdMost = 1000000000000
 -- aimdRate returns the pace at now of a cut at instant cut (µs) from the
 -- rate wmax: doubling every second in slow start, else on the cubic curve
--- that climbs back to wmax in aimdK, never below the floor.
-local function aimdRate(wmax, cut, slow)
+-- that climbs back to wmax in k µs (nil: aimdK), never below the floor.
+local function aimdRate(wmax, cut, slow, k)
   local t = math.max(now - cut, 0) / 1000000
   local r
   if slow then
     r = wmax * beta * 2 ^ math.min(t, 60)
   else
-    local k = aimdK / 1000000
+    k = (k or aimdK) / 1000000
     r = wmax * (1 - beta) / (k * k * k) * (t - k) ^ 3 + wmax
     r = math.max(r, wmax * beta)
   end
   return math.min(math.max(r, aimdFloor), aimdMost)
 end
 -- aimdInterval is the pace as an interval, µs, rounded up.
-local function aimdInterval(wmax, cut, slow)
-  return math.ceil(1000000000 / aimdRate(wmax, cut, slow))
+local function aimdInterval(wmax, cut, slow, k)
+  return math.ceil(1000000000 / aimdRate(wmax, cut, slow, k))
+end
+-- aimdClimb returns where the climb from the cut at ac starts and how long
+-- it takes, µs, from the fields ao and ak (read as vo and vk; see
+-- cutScript): the cut's instant unless ao is later (nothing was sent
+-- before it: a pause, a block's backoff), and aimdK unless ak is longer
+-- (a block's cost, penClimb times over).
+local function aimdClimb(ac, vo, vk, cap)
+  local o, k = valid(vo, now + cap), valid(vk, penClimb * (cap + 2000000))
+  if not o or o < ac then o = ac end
+  if not k or k < aimdK then k = aimdK end
+  return o, k
 end
 `
 
@@ -191,7 +203,8 @@ end
 // (the instant it lapses, µs) make one limit of one unit a request, whose
 // TAT is the field "lt". It applies the fleet's pace after bare throttles
 // too, if one is current (see cutScript): a limit of one request at the
-// pace of the curve at now, burst 1, whose TAT is the field "at". It counts
+// pace of the curve at now (climbing from "ao" over "ak", if set), burst
+// 1, whose TAT is the field "at". It counts
 // itself in the field "an" (the count of such reservations; "a1" the
 // instant counting began) and returns four more integers: "an" after it,
 // the slowest interval it applied (µs; 0: none), which the process keeps
@@ -217,7 +230,7 @@ local n = math.floor((#ARGV - 5) / 5)
 local learned = n == 0
 local fields = {'pause', 'exp'}
 for i = 1, n do fields[i + 2] = ARGV[5 * i + 1] end
-if learned then fields = {'pause', 'exp', 'lt', 'li', 'lb', 'lu', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'po', 'ph'} end
+if learned then fields = {'pause', 'exp', 'lt', 'li', 'lb', 'lu', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'po', 'ph', 'ao', 'ak'} end
 fields[#fields + 1] = 'hw'
 local vals = redis.call('HMGET', KEYS[1], unpack(fields))
 if rebased(vals[#fields]) then vals = redis.call('HMGET', KEYS[1], unpack(fields)) end
@@ -243,7 +256,8 @@ if learned then
   local ac = valid(vals[9], now)
   if ar and ar >= 1 and ac and now - ac < aimdLife then
     n = n + 1
-    src[n], iv[n], burst[n], units[n], floor[n] = 7, aimdInterval(ar, ac, vals[10] == '1'), 1, 1, 0
+    local o, k = aimdClimb(ac, vals[16], vals[17], cap)
+    src[n], iv[n], burst[n], units[n], floor[n] = 7, aimdInterval(ar, o, vals[10] == '1', k), 1, 1, 0
   end
   for i = 1, n do pace = math.max(pace, iv[i]) end
   an = math.floor(valid(vals[11], 1e15) or 0)
@@ -514,27 +528,52 @@ return 1
 // and each process sends one try at a time into it). It changes no pace;
 // the next request waits a backoff that doubles with each such throttle
 // in a row ("ab"), from the wait the throttle named if longer, and the
-// measure starts again from it ("am", "amn").
+// measure starts again from it ("am", "amn"); the requests booked before
+// it reserve again after the backoff.
+//
+// A server that blocks a key for longer than its window after a
+// violation is met as a process meets it on its own (the root's
+// aimd.blocked and aimd.namedBlock): throttles in a row that measured
+// nothing from a cut to the end of their backoff, blockLeast or more, are
+// a block, and so is a first throttle that names a wait of blockLeast or
+// more, in whole seconds, far longer than the first burst took. Nothing
+// is sent during a block's backoff, or during a wait of blockLeast or
+// more that a throttle named: the climb starts at its end ("ao"), not
+// at the cut, and the next cut measures from there, with the burst the
+// server held at the end of a block taken off. After a block the climb
+// back takes penClimb times what the block cost, at least ("ak"); after
+// the first burst's, the fleet resumes at what that burst let through a
+// second (no more than came before any of it was throttled, less each
+// request of it throttled), not in slow start.
 //
 // KEYS[1]: the quota's hash (fields "ar": the rate at the cut, "ac": the
 // cut's instant, µs, "as": "1" in slow start, "acn": "an" at the cut,
 // "at": the pace's TAT, "am" and "amn": the instant and count the
 // measure starts from, if later than the cut, "ab": the throttles in a
-// row that measured nothing, "aw": the last one's backoff, µs); ARGV[2]:
+// row that measured nothing, "aw": the last one's backoff, µs, "ao": the
+// climb's start, µs, if later than the cut, "ak": the climb's time, µs,
+// if longer than aimdK, "ap": "1" while the cut is the first, "au": the
+// requests of the first burst, less each of them throttled since, "ay":
+// the fewest counted before one of them throttled, "ad": the burst's
+// span, µs, a second at least, "ae": the count before it, "ag": "1" when
+// "ao" is a block's end or a named wait's); ARGV[2]:
 // the margin of the TTL, in ms; ARGV[3]: the cap on waits, µs; ARGV[4]:
 // the channel, on which a cut is published as "c <hash name> <acn>";
 // ARGV[5]: the processes announced; ARGV[6]: the wait the throttle named,
-// µs (0: none). It returns
-// the pace after it, in thousandths of a request per second, 1 if it cut,
-// 0 if the throttle was stale or measured nothing, and "acn". The state
-// lasts aimdLife after the cut.
+// µs (0: none). It returns the pace after it, in thousandths of a request
+// per second, 1 if it cut, 0 if the throttle was stale or measured
+// nothing, and the count the requests booked up to reserve again: "acn",
+// or for a throttle that measured nothing, "an" (published as a cut is).
+// The state lasts aimdLife after the cut.
 var cutScript = redis.NewScript(prelude + aimdLua + `
 local bound = tonumber(ARGV[1])
 local margin = tonumber(ARGV[2]) * 1000
 local cap = tonumber(ARGV[3])
 local procs = math.max(math.floor(tonumber(ARGV[5]) or 1), 1)
-local v = redis.call('HMGET', KEYS[1], 'exp', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'hw', 'am', 'amn', 'ab', 'aw')
-if rebased(v[9]) then v = redis.call('HMGET', KEYS[1], 'exp', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'hw', 'am', 'amn', 'ab', 'aw') end
+local named = math.min(math.max(tonumber(ARGV[6]) or 0, 0), cap)
+local fields = {'exp', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'hw', 'am', 'amn', 'ab', 'aw', 'ao', 'ak', 'ap', 'ay', 'au', 'ag', 'ad', 'ae'}
+local v = redis.call('HMGET', KEYS[1], unpack(fields))
+if rebased(v[9]) then v = redis.call('HMGET', KEYS[1], unpack(fields)) end
 local ar = valid(v[3], aimdMost)
 local ac = valid(v[4], now)
 local slow = v[5] == '1'
@@ -543,24 +582,77 @@ local a1 = valid(v[7], now) or now
 local acn = math.min(math.floor(valid(v[8], 1e15) or 0), an)
 local at = valid(v[2], now + cap + 2000000) or 0
 local active = ar and ar >= 1 and ac and now - ac < aimdLife
+-- first: the cut is the first (its measure is of the first burst): au,
+-- the requests of that burst, less each throttled since; ay, the fewest
+-- counted before one of them throttled (from ae, the count before the
+-- burst): the burst let through no more than either, over ad µs.
+local first = active and v[16] == '1'
+local au = math.floor(valid(v[18], 1e15) or 0)
+local ay = math.floor(valid(v[17], 1e15) or 0)
+local ad = math.max(valid(v[20], aimdLife) or 1000000, 1000000)
+local ae = math.floor(valid(v[21], 1e15) or 0)
+local function burst() return math.max(math.min(au, ay), 1) end
+local function burstRate() return math.max(burst() * 1000000000 / ad, aimdFloor) end
+local o, k
+if active then o, k = aimdClimb(ac, v[14], v[15], cap) end
+local function d(x) return string.format('%d', math.floor(x)) end
 if active and bound <= acn then
-  return {math.floor(aimdRate(ar, ac, slow)), 0, acn}
+  if first then
+    -- Another of the first burst, throttled: what got through of it a
+    -- second is one less. Slow start's pace is left alone (it measures
+    -- a burst the server may well sustain); a block's resumes at it.
+    au, ay = math.max(au - 1, 1), math.min(ay, math.max(math.min(bound, an) - ae, 1))
+    if slow then
+      redis.call('HSET', KEYS[1], 'au', d(au), 'ay', d(ay), 'hw', d(now))
+    else
+      ar = burstRate()
+      redis.call('HSET', KEYS[1], 'ar', d(ar), 'au', d(au), 'ay', d(ay), 'hw', d(now))
+    end
+  end
+  return {math.floor(aimdRate(ar, o, slow, k)), 0, acn}
 end
 local measured, sent, keep = 0, 0, beta
+local hs = {'ap', '0', 'ag', '0'}
 if not active then
-  measured = (an - acn) * 1000000000 / math.max(now - a1, 1000000)
+  ad, ae = math.min(math.max(now - a1, 1000000), aimdLife), acn
+  measured = (an - acn) * 1000000000 / ad
+  au, ay = math.max(an - acn - 1, 1), math.max(math.min(bound, an) - acn - 1, 1) -- this one was throttled
   slow = true
+  o, k = now, aimdK
+  if named >= blockLeast and named % 1000000 == 0 and named > 4 * (now - a1) then
+    -- A first throttle that names a wait, in whole seconds, of
+    -- blockLeast or more, far longer than the first burst took: a
+    -- window's or a block's. Slow start doubled its pace through such a
+    -- wait, and the fleet sent what it had booked at once when it ended
+    -- (9 requests into a block the same instant, and a block a cycle).
+    -- The fleet resumes as a process does (the root's aimd.namedBlock):
+    -- at what the burst let through a second (less each request of it
+    -- throttled after), climbing back over penClimb times the wait; a
+    -- window's quota still goes through in its window.
+    slow = false
+    k = math.max(aimdK, penClimb * named)
+    measured = burstRate()
+  end
+  hs = {'ap', '1', 'ag', '0', 'au', d(au), 'ay', d(ay), 'ad', d(ad), 'ae', d(ae), 'ak', d(k)}
 else
   -- The reservations are spent in the order they leave: those counted
   -- from acn + 1 to the throttled one's bound left since the cut, the
   -- last of them throttled.
-  local cur = aimdRate(ar, ac, slow)
+  local cur = aimdRate(ar, o, slow, k)
   -- The measure runs from the cut, or from the last throttle that
-  -- measured nothing (see below).
+  -- measured nothing (see below), or from the end of a block or of a
+  -- wait of blockLeast or more ("ag"), if later: nothing was sent before
+  -- it, and a cycle measured over a block of 10 s read the rate at half
+  -- what it was, and kept the fleet at it. (A shorter backoff is part of
+  -- the cycle: the server's bucket refilled during it.)
   local from, fromn = ac, acn
   local am, amn = valid(v[10], now), math.floor(valid(v[11], 1e15) or -1)
   if am and am > ac and amn >= acn and amn <= an then
     from, fromn = am, amn
+  end
+  local afterBlock = false
+  if v[19] == '1' and o > from and o < now then
+    from, afterBlock = o, true
   end
   local since = math.min(bound, an) - fromn
   if since <= 0 then
@@ -584,20 +676,58 @@ else
     -- the last one ("aw"), as a process's strikes do: a server that names
     -- its window's wait through a block (3 s restarted by each request,
     -- windows of 2 s) was met by a try each 2 s, and the block went on
-    -- for 15 s instead of 5. The measure starts again from here.
+    -- for 15 s instead of 5. The measure starts again from here, and the
+    -- climb from the backoff's end ("ao"), as a process's does after its
+    -- strikes.
     local ab = math.min(math.floor(valid(v[12], 64) or 0), 40)
     local back = 250000 * 2 ^ ab
     local aw = valid(v[13], cap)
     if ab > 0 and aw and aw > 0 then back = math.max(back, 2 * aw) end
-    back = math.min(math.max(back, tonumber(ARGV[6]) or 0), cap)
+    back = math.min(math.max(back, named), cap)
     at = math.max(at, now + back)
-    redis.call('HSET', KEYS[1], 'am', string.format('%d', now), 'amn', string.format('%d', an),
-      'ab', string.format('%d', ab + 1), 'aw', string.format('%d', back), 'at', string.format('%d', at), 'as', '0', 'hw', string.format('%d', now))
-    return {math.floor(aimdRate(ar, ac, false)), 0, acn}
+    o = math.max(o, at)
+    hs = {'am', d(now), 'amn', d(an), 'ab', d(ab + 1), 'aw', d(back), 'at', d(at), 'as', '0', 'ao', d(o), 'hw', d(now)}
+    if at - ac >= blockLeast then
+      -- Throttles in a row from the cut to the backoff's end over
+      -- blockLeast: a block, as a process takes it (the root's
+      -- aimd.blocked). The climb back to the rate of the cut takes
+      -- penClimb times what the block cost, at least (a climb of aimdK
+      -- past the rate met the next block), and the next cut takes the
+      -- burst the server held when the block ended off its measure
+      -- ("ag"). After the first burst's block, the pace resumes at what
+      -- that burst let through a second, less the requests of it
+      -- throttled.
+      k = math.max(k, math.min(penClimb * (at - ac), penClimb * (cap + 2000000)))
+      hs[#hs + 1] = 'ak'
+      hs[#hs + 1] = d(k)
+      hs[#hs + 1] = 'ag'
+      hs[#hs + 1] = '1'
+      if first then
+        ar = math.min(ar, burstRate())
+        hs[#hs + 1] = 'ar'
+        hs[#hs + 1] = d(ar)
+      end
+    end
+    redis.call('HSET', KEYS[1], unpack(hs))
+    -- The requests booked before it reserve again, after the backoff, as
+    -- after a cut: left at their slots (a second apart at a slow pace),
+    -- they went into the block one by one, each restarting it, 16 in a
+    -- row.
+    redis.call('PUBLISH', ARGV[4], 'c ' .. KEYS[1] .. ' ' .. d(an))
+    return {math.floor(aimdRate(ar, o, false, k)), 0, an}
   end
   sent = math.min(bound, an) - acn
   local cycle = math.max(now - from, 1)
-  measured = math.min(cur, (since - 0.5) * 1000000000 / cycle)
+  local n = since - 0.5
+  if afterBlock then
+    -- The server's bucket was full when the block ended: what went
+    -- through past the burst it held came back at its rate, as a
+    -- process measures the cycle after a block (the root's
+    -- aimd.cycleRate); a window's quota, spent within the cycle, says
+    -- the rate is half the count over it at least.
+    n = math.max(since - burst(), since / 2, 1)
+  end
+  measured = math.min(cur, n * 1000000000 / cycle)
   if slow and cycle > 1000000 and cur * 0.72 > measured then
     -- The pace rose from below the server's rate, whose bucket refilled
     -- meanwhile, and overflowed if it was slow for long: what went through
@@ -616,12 +746,20 @@ local wmax = math.min(math.max(measured, aimdFloor), aimdMost)
 local rate = math.max(wmax * keep, aimdFloor)
 -- The schedule starts again at the new pace, one interval on: the
 -- requests booked at the old pace and not yet gone reserve again (they
--- hear of the cut, published below, before they leave).
+-- hear of the cut, published below, before they leave). A wait named of
+-- blockLeast or more holds the climb until it ends (nothing is sent
+-- during it: slow start doubled through it), and the next cut measures
+-- from its end, with the burst the server then held taken off.
 at = now + math.ceil(1000000000 / rate)
-local hs = {'ar', string.format('%d', math.floor(wmax)), 'ac', string.format('%d', now), 'as', slow and '1' or '0',
-  'acn', string.format('%d', an), 'a1', string.format('%d', now), 'at', string.format('%d', at), 'ab', '0', 'aw', '0'}
-save(hs, v[1], math.max(now + aimdLife, at), margin, cap, true)
-redis.call('PUBLISH', ARGV[4], 'c ' .. KEYS[1] .. ' ' .. string.format('%d', an))
+if named >= blockLeast then
+  o = math.max(o, now + named)
+  hs[#hs + 1] = 'ag'
+  hs[#hs + 1] = '1'
+end
+for _, x in ipairs({'ar', d(wmax), 'ac', d(now), 'as', slow and '1' or '0', 'acn', d(an), 'a1', d(now),
+  'at', d(at), 'ab', '0', 'aw', '0', 'ao', d(math.max(o, now))}) do hs[#hs + 1] = x end
+save(hs, v[1], math.max(now + aimdLife, at, o), margin, cap, true)
+redis.call('PUBLISH', ARGV[4], 'c ' .. KEYS[1] .. ' ' .. d(an))
 return {math.floor(rate), 1, an}
 `)
 
