@@ -1945,14 +1945,27 @@ func (a *aimd) left(d int64) bool {
 func (a *aimd) blocked(from, now int64, seq uint64) {
 	c := a.cycles()
 	first := c.pen == 0
-	c.pen, c.penEnd, c.penSeq = max(now-from, 1), now, seq
+	c.penalized(now-from, now, seq)
 	if first {
-		a.slow = false
-		a.wmax = max(min(a.wmax, a.c.burst), aimdFloor)
-		a.c.keep, a.c.k, a.c.fine = 0, 0, false
+		a.resumeAt(c.burst)
 		a.cutAt, a.climb = now, 0
 		a.rate = a.at(now)
 	}
+}
+
+// penalized notes in c a block that cost pen ns and ends at end, seq
+// departures sent before the try that ends it (see blocked).
+func (c *aimdCycles) penalized(pen, end int64, seq uint64) {
+	c.pen, c.penEnd, c.penSeq = max(pen, 1), end, seq
+}
+
+// resumeAt leaves a, out of slow start, at burst requests a second (its
+// pace if lower; aimdFloor at least), on the default climb: where a key
+// resumes after a block (see blocked, namedBlock).
+func (a *aimd) resumeAt(burst float64) {
+	a.slow = false
+	a.wmax = max(min(a.wmax, burst), aimdFloor)
+	a.c.keep, a.c.k, a.c.fine = 0, 0, false
 }
 
 // namedBlock notes that the first throttle of a key, at now, named a
@@ -1975,10 +1988,8 @@ func (a *aimd) blocked(from, now int64, seq uint64) {
 func (a *aimd) namedBlock(now, end int64, sent uint64) {
 	c := a.cycles()
 	c.named = true
-	c.pen, c.penEnd, c.penSeq = max(end-now, 1), end, sent
-	a.slow = false
-	a.wmax = max(min(a.wmax, max(c.burst, 1)), aimdFloor)
-	c.keep, c.k, c.fine = 0, 0, false
+	c.penalized(end-now, end, sent)
+	a.resumeAt(max(c.burst, 1))
 	a.climbFrom(end)
 	a.rate = a.at(now)
 }

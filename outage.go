@@ -675,10 +675,7 @@ func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict, hung boo
 		case v == hostUp:
 			o.upAt = k.sent
 			o.setDown(false)
-			if r != nil {
-				k.overloadEnded(now)
-				r.ramp = r.rampFrom() // see rampUp
-			}
+			k.outageEnded(now)
 		case v == hostDown && r != nil && r.bo != nil:
 			if r.hang.owed > 0 {
 				r.hang.owed = hangProbes // in a row
@@ -692,15 +689,22 @@ func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict, hung boo
 		// admitted before a hold (the breaker's), came back fine.
 		o.probing, o.replaying, o.upAt = false, false, k.sent
 		o.setDown(false)
-		if o.rare != nil {
-			k.overloadEnded(now)
-			o.rare.ramp = o.rare.rampFrom() // see rampUp
-		}
+		k.outageEnded(now)
 	case o.rare == nil:
 	case v == hostUp:
 		o.rare.fine++ // of a request sent before the failure
 	case v == hostDown:
 		o.rare.failed++
+	}
+}
+
+// outageEnded takes in, under k.mu at now, that k's outage ended: as a
+// flood of overloads or not (see overloadEnded), and the ramp its queue
+// leaves at (see rampFrom).
+func (k *keyState) outageEnded(now int64) {
+	if r := k.out.rare; r != nil {
+		k.overloadEnded(now)
+		r.ramp = r.rampFrom()
 	}
 }
 

@@ -170,15 +170,16 @@ func (k *keyState) strikeAnsweredNow(seq uint64, failed bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	s := k.strikes
-	switch {
-	case s == nil:
+	if s == nil {
 		return
+	}
+	now := k.env.now()
+	switch {
 	case !failed && seq > s.after:
 		// A request sent after the last strike got through: the key goes
 		// on at its pace.
 		k.strikes = nil
 		k.striking.Store(false)
-		now := k.env.now()
 		k.aimd.triedAt(now, k.sent)
 		if s.n >= 2 && len(k.pacer.buckets) == 0 && k.aimd.active && now-s.at >= int64(blockLeast) {
 			// Lone tries were refused after pauses, for longer than any
@@ -192,7 +193,6 @@ func (k *keyState) strikeAnsweredNow(seq uint64, failed bool) {
 	default:
 		return
 	}
-	now := k.env.now()
 	// The try held the queue, not the pacer: the pacer's clock runs from
 	// its answer (see strikes).
 	k.freedAt = max(k.freedAt, now)
