@@ -37,13 +37,14 @@ import "time"
 // back on outages too: the host may be down after all.
 //
 // Measured (virtual time, 20 ms answers, 6 runs each): a bucket of 20/s
-// burst 10 answering bare 503s, 400 requests, met 23-37 of them with 8
-// workers in 5 runs of 6 (823 before), 49-132 with 32 workers (3844-4044);
-// a window of 20 a second, 26-119 (133-138) and 56-89 in 3 runs of 6,
-// about 700 in the others (772-790); at 0.71-0.99 of the least time, as
-// a server answering bare 429s gets. 2000 requests, 12 seeds: 5 % of 503s
-// at random, 6.41 s with 8 workers (6.34 before) and 2.17 s with 32
-// (2.16); 20 %, 16.35 s (15.48) and 4.98 s (5.00).
+// burst 10 answering bare 503s, 400 requests, met 41-64 of them with 32
+// workers (3844-4044 before the rule), and with 8 workers 26-32 in half
+// the runs, about 590 in the others (823); a window of 20 a second,
+// 28-129 with 8 workers (133-138) and 58-214 with 32 in 5 runs of 6
+// (772-790); at 0.70-0.99 of the least time, about what bare 429s get.
+// 2000 requests, 12 seeds: 5 % of 503s at random, 6.61 s with 8 workers
+// (6.34 before) and 2.20 s with 32 (2.16); 20 %, 16.78 s (15.48) and
+// 4.83 s (5.00).
 
 // The rule's constants (see above).
 const (
@@ -159,12 +160,18 @@ func (k *keyState) overloadEnded(now int64) {
 		return
 	}
 	o.down = false
-	if now-o.downAt > int64(overloadBrief) || r.failed <= r.fine || now < o.barred {
+	if now-o.downAt > int64(overloadBrief) || r.failed <= r.fine {
 		o.quick = 0
 		return
 	}
 	if o.quick++; o.quick == 1 {
 		o.from, o.sent, o.pre, o.ok = now, k.sent, 0, 0
+	}
+	if now < o.barred {
+		// A trial failed not long ago: the floods still leave at a ramp
+		// (see rampFrom), and no pace is tried.
+		o.quick = min(o.quick, overloadQuick-1)
+		return
 	}
 	if o.quick < overloadQuick || now <= o.from {
 		return
