@@ -214,8 +214,12 @@ type xGroup struct {
 	lines [xFields][]string // by field; Usage's go with Used
 	usage bool              // Used came as Usage (Strava)
 	// period is the window the fields' names state, where the kind alone
-	// does not (Xero's X-AppMinLimit-: the kind Appmin, a minute).
+	// does not (Xero's X-AppMinLimit-: the kind Appmin, a minute), or
+	// another field names (Zoom's X-RateLimit-Type; see typeWindow).
 	period time.Duration
+	// unit is what the fields count where another field says it and the
+	// kind does not (GitHub's GraphQL points; see xRateLimitDialect).
+	unit string
 }
 
 // maxXGroups bounds the kinds read from one response.
@@ -232,6 +236,8 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 		buf     [maxXGroups]xGroup
 		groups  = buf[:0]
 		problem string
+		points  bool          // GitHub's x-ratelimit-resource: graphql: the kind-less fields count points
+		typed   time.Duration // the window X-RateLimit-Type names (Zoom's Daily-limit, QPS)
 	)
 	for k, vs := range in.Header {
 		rest, kind := "", ""
@@ -271,9 +277,16 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 			}
 			switch rest {
 			case "Bucket", "Resource", "Name":
-				if b := firstItem(vs); s.Bucket == "" && b != "" {
+				b := firstItem(vs)
+				if s.Bucket == "" && b != "" {
 					s.Bucket = b
 				}
+				if rest == "Resource" && strings.EqualFold(b, "graphql") {
+					points = true
+				}
+				continue
+			case "Type":
+				typed = typeWindow(firstItem(vs))
 				continue
 			case "Problem":
 				problem = firstItem(vs)
@@ -309,6 +322,14 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 	}
 	shareReset(groups)
 	for i := range groups {
+		if groups[i].kind == "" {
+			if points {
+				groups[i].unit = "points"
+			}
+			if typed > 0 && groups[i].period == 0 {
+				groups[i].period = typed
+			}
+		}
 		groups[i].add(in, s, silent)
 	}
 	if problem != "" && s.Throttled {
@@ -446,6 +467,9 @@ func (g *xGroup) add(in *input, s *Signal, silent bool) {
 	unit, period := xKind(g.kind)
 	if g.period > 0 {
 		period = g.period
+	}
+	if g.unit != "" {
+		unit = g.unit
 	}
 	stated, ok := maxOf(g.lines[xInterval], parsePeriod)
 	for _, f := range [...]struct {
@@ -736,6 +760,12 @@ func xKind(kind string) (unit string, period time.Duration) {
 	last := kind[strings.LastIndexByte(kind, '-')+1:]
 	if p, ok := periodName(last); ok {
 		period = p
+	} else if w, ok := cutPrefixFold(last, "per"); ok && w != "" && !isDigit(w[0]) {
+		// Tumblr's X-Ratelimit-Perday-Remaining and -Perhour-: the window
+		// after "per", by name only (Per30 is no window).
+		if p, ok := periodName(w); ok {
+			period = p
+		}
 	}
 	for word := range strings.SplitSeq(kind, "-") {
 		for _, u := range nonRequestUnits {
@@ -745,6 +775,49 @@ func xKind(kind string) (unit string, period time.Duration) {
 		}
 	}
 	return "", period
+}
+
+// typeWindow returns the window a value of X-RateLimit-Type names, or
+// zero: Zoom's Daily-limit (a day) and QPS (a second), which say which of
+// an endpoint's limits the kind-less X-RateLimit-Limit and -Remaining
+// describe (Zoom API docs, Rate limits: "Rate Limit Type - how that quota
+// is enforced, either per second (QPS) or as a daily limit"; the example
+// 429 has X-RateLimit-Category: Heavy, X-RateLimit-Type: Daily-limit,
+// X-RateLimit-Limit: 30000, X-RateLimit-Remaining: 0). A value naming no
+// window (a category such as Heavy) is none.
+func typeWindow(v string) time.Duration {
+	v = trimOWS(v)
+	switch {
+	case eqFold(v, "qps") || eqFold(v, "rps"):
+		return time.Second
+	case eqFold(v, "qpm") || eqFold(v, "rpm"):
+		return time.Minute
+	}
+	if w, ok := cutSuffixFold(v, "-limit"); ok {
+		v = w
+	}
+	if d, ok := periodName(v); ok && !isDigit(v[0]) {
+		return d
+	}
+	return 0
+}
+
+// cutPrefixFold is strings.CutPrefix ignoring ASCII case; prefix must be
+// lower case.
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if hasPrefixFold(s, prefix) {
+		return s[len(prefix):], true
+	}
+	return s, false
+}
+
+// cutSuffixFold is strings.CutSuffix ignoring ASCII case; suffix must be
+// lower case.
+func cutSuffixFold(s, suffix string) (string, bool) {
+	if len(s) >= len(suffix) && eqFold(s[len(s)-len(suffix):], suffix) {
+		return s[:len(s)-len(suffix)], true
+	}
+	return s, false
 }
 
 // nonRequestUnits are the words that name, in a kind of X-RateLimit field,
