@@ -532,6 +532,12 @@ func (g *xGroup) add(in *input, s *Signal, silent bool) {
 	case stated == 0:
 		if iv, ok := msWindow(g.lines[xDuration], resets); ok {
 			period, parse = iv, parseResetMillis
+			break
+		}
+		fallthrough
+	default:
+		if msResets(resets, period, s) {
+			parse = parseResetMillis
 		}
 	}
 	derived := false
@@ -643,6 +649,49 @@ func msWindow(intervals, resets []string) (time.Duration, bool) {
 		}
 	}
 	return time.Duration(iv) * time.Millisecond, true
+}
+
+// msResets reports whether a window's resets, stated as bare whole numbers
+// that read as deltas in seconds, count milliseconds instead, as
+// Prisjakt's X-Rate-Limit-Reset does (Prisjakt API docs, Rate Limits: "the
+// time in milliseconds when the current rate limit window resets",
+// X-Rate-Limit-Reset: 600000), where the same response shows it:
+//
+//   - a response that is not throttled states the window's length, period:
+//     every reset, read in seconds, is more than a second beyond it, which
+//     no reset of a window that still admits requests is, and read in
+//     milliseconds within it (a throttled response may name a reset far
+//     beyond its window, the block of a punishing server, and is left to
+//     the next rule);
+//   - or the response states a delay (Retry-After, read before the
+//     dialects): every reset, read in milliseconds, agrees with it to
+//     within a second, and read in seconds is more than a second longer.
+//
+// A reset that is not a whole number, zero, an epoch, or any reset that
+// fits in seconds keeps its reading in seconds: nothing else in a single
+// response tells a delta in milliseconds from a long one in seconds (only
+// successive responses would: a delta in milliseconds read as seconds
+// falls a thousand times faster than the clock).
+func msResets(resets []string, period time.Duration, s *Signal) bool {
+	byWindow, byDelay := period > 0 && !s.Throttled, s.RetryAfter && s.Wait > 0
+	if len(resets) == 0 || (!byWindow && !byDelay) {
+		return false
+	}
+	for _, v := range resets {
+		n, frac, ok := parseNumber(v)
+		if !ok || frac != 0 || n == 0 || n >= surelyDelta {
+			return false
+		}
+		sec, ms := time.Duration(n)*time.Second, time.Duration(n)*time.Millisecond
+		fits := byWindow && sec > period+time.Second && ms <= period+time.Second
+		if byDelay && sec > s.Wait+time.Second && ms-s.Wait <= time.Second && s.Wait-ms <= time.Second {
+			fits = true
+		}
+		if !fits {
+			return false
+		}
+	}
+	return true
 }
 
 // policyCounts records in s the members of a Remaining field that name

@@ -279,6 +279,10 @@ func parseJSDate(v string) (time.Time, bool) {
 	return t, err == nil
 }
 
+// surelyDelta is where a reset stated as a number of seconds stops being
+// a delta whatever the clock says: three years.
+const surelyDelta = 100_000_000
+
 // resetFromNumber tells a delta in seconds from an epoch in seconds or
 // milliseconds. Relative to the server's clock S (in seconds, about 1.8e9 in
 // 2026): below S/2 it is a delta (no window lasts decades), below 500·S
@@ -286,7 +290,6 @@ func parseJSDate(v string) (time.Time, bool) {
 // cap is still a reset), below 30000·S epoch milliseconds (from a quarter of
 // S ago on); beyond, nonsense.
 func resetFromNumber(n uint64, frac uint32, in *input) (time.Duration, bool) {
-	const surelyDelta = 100_000_000 // three years: a delta whatever the clock says
 	if n < surelyDelta {
 		return toDuration(n, frac, time.Second), true
 	}
