@@ -331,6 +331,20 @@ func (k *keyState) earliestFor(now, n, cost int64, route string, own bool) int64
 	return k.outageFloor(k.strikeFloor(d))
 }
 
+// millisecondResets makes m, the model of k, forget what it took from
+// resets read in seconds, once its host's bare resets proved to count
+// milliseconds (see hostState.learnResetUnit): a window a thousand times
+// its length, and the waits beyond the cap it named (statedUntil), would
+// hold the key for the cap. It learns again from the next answer, read
+// right. Called with k.mu held.
+func (k *keyState) millisecondResets(m *serverModel) {
+	if m.msDeltas || !k.host.msDeltas.Load() {
+		return
+	}
+	*m = serverModel{msDeltas: true}
+	k.statedUntil = 0
+}
+
 // preciseResets makes m, a model of k, read its resets as stated to the
 // millisecond once its host has stated one so (see resetPrecision), if
 // all of its own answers so far happened to be whole seconds: a window
@@ -1001,6 +1015,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 		k.env.scopesActive.Store(true) // before the scope: see scoped
 		k.scope.activate()             // per-route buckets: there may be a global limit over them
 	}
+	k.millisecondResets(&k.model)
 	switch {
 	case sig.Bucket != "" && sig.HasRemaining:
 		k.observeBucket(now, dep, route, sig, coarse)

@@ -811,7 +811,14 @@ func (t *Transport) observeSignal(ctx context.Context, k *keyState, dep *departu
 	if ok {
 		in.ServerNow = in.Now.Add(off)
 	}
+	in.MillisecondResets = k.host.msDeltas.Load()
 	*sig = t.parser.Parse(&in)
+	if !in.MillisecondResets && sig.Reset > 0 && k.host.learnResetUnit(k, in.Now, sig.Reset) {
+		// This response and the key's last one showed the host's resets
+		// to count milliseconds: read it again so.
+		in.MillisecondResets = true
+		*sig = t.parser.Parse(&in)
+	}
 	kind := overloadOutage
 	if overloaded(resp.StatusCode, sig) && t.probe.initial > 0 {
 		// An overload without a stated delay: the host is down for now, and

@@ -536,8 +536,8 @@ func (g *xGroup) add(in *input, s *Signal, silent bool) {
 		}
 		fallthrough
 	default:
-		if msResets(resets, period, s) {
-			parse = parseResetMillis
+		if in.MillisecondResets || msResets(resets, period, s) {
+			parse = parseDeltaMillis
 		}
 	}
 	derived := false
@@ -780,6 +780,16 @@ func parseResetMillis(v string, in *input) (time.Duration, bool) {
 		return 0, false
 	case n < 100_000_000_000:
 		return toDuration(n, frac, time.Millisecond), true
+	}
+	return parseReset(v, in)
+}
+
+// parseDeltaMillis parses a reset whose bare whole deltas (below
+// surelyDelta) count milliseconds (see msResets, Input.MillisecondResets);
+// any other form is read as parseReset reads it.
+func parseDeltaMillis(v string, in *input) (time.Duration, bool) {
+	if n, frac, ok := parseNumber(v); ok && frac == 0 && n < surelyDelta {
+		return toDuration(n, 0, time.Millisecond), true
 	}
 	return parseReset(v, in)
 }

@@ -227,6 +227,37 @@ type Input struct {
 	// When zero, the response's Date header stands in for it, and Now when
 	// there is no valid Date.
 	ServerNow time.Time
+	// MillisecondResets, when set, says that the server's bare resets count
+	// milliseconds, as earlier responses of the same server showed (see
+	// ResetsFall): a reset of the X-RateLimit family stated as a whole
+	// number below 1e8, which a single response leaves to read in seconds,
+	// is read in milliseconds. Epochs, fractions and resets whose field
+	// says its unit are read as always.
+	MillisecondResets bool
+}
+
+// ResetsFall reports whether a reset read from a response, prev, and one
+// read from a later response of the same window, next, elapsed apart,
+// show resets that count milliseconds read as seconds: the delta fell about
+// a thousand times faster than the clock (to within a quarter of elapsed,
+// and as much again up to 20 ms for the latency of each answer), and by
+// more than a reset in seconds can fall in that time. A reset in seconds,
+// a delta or an epoch, falls as fast as the clock, and a window that turns
+// resets later: none falls faster. A client that sees it for a server's
+// resets, more than once to rule out a glitch (replicas whose clocks
+// differ by seconds), sets Input.MillisecondResets for its responses from
+// then on.
+func ResetsFall(prev, next, elapsed time.Duration) bool {
+	if elapsed <= 0 || next <= 0 || prev <= next || elapsed > maxPeriod {
+		return false
+	}
+	fell := prev - next // a thousandth of it in milliseconds, if they count them
+	if fell <= elapsed+2*time.Second {
+		return false
+	}
+	ms := fell / 1000
+	slack := elapsed/4 + min(elapsed, 20*time.Millisecond)
+	return ms >= elapsed-slack && ms <= elapsed+slack
 }
 
 // ServerTime returns the server's clock at receipt against which absolute
