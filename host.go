@@ -22,6 +22,9 @@ type hostState struct {
 	// msDeltas: the host's bare resets count milliseconds, as their fall
 	// showed (see learnResetUnit); its responses are parsed so.
 	msDeltas atomic.Bool
+	// msDelays: an answer's delay proved to count milliseconds
+	// (ratelimitheader.Signal.MillisecondDelay); the host's are read so.
+	msDelays atomic.Bool
 	fallMu   sync.Mutex
 	falls    [4]resetSeen // the last reset of a few keys, a ring
 	fallNext uint8

@@ -1092,23 +1092,44 @@ func (discordDialect) parse(in *input, s *Signal) {
 // thousand times longer. Discord before v8 also sent its Retry-After in
 // milliseconds: a stated delay of n seconds, as the body's n, is then
 // replaced, not kept as the longer. Without a spent window to measure it
-// against (Discord's global limit before v8), n counts seconds.
+// against (Discord's global limit before v8), n counts seconds, unless
+// Input.MillisecondDelays says the server's delays count milliseconds (as
+// its earlier answers showed: see Signal.MillisecondDelay).
 func bodyDelay(in *input, s *Signal, n uint64, frac uint32, whole bool) {
 	sec := toDuration(n, frac, time.Second)
+	if whole && in.MillisecondDelays {
+		// The server's delays count milliseconds (see Input): the
+		// header's, read so too, agrees.
+		s.refineRetryAfter(toDuration(n, 0, time.Millisecond))
+		s.MillisecondDelay = true
+		return
+	}
 	if !whole || !in.hasSpent || sec <= in.spent+time.Second {
-		s.refineRetryAfter(sec)
+		bodySeconds(s, sec)
 		return
 	}
 	ms := toDuration(n, 0, time.Millisecond)
 	if ms > in.spent+time.Second {
-		s.refineRetryAfter(sec)
+		bodySeconds(s, sec)
 		return
 	}
 	if s.RetryAfter && s.Wait == sec {
 		s.Wait = ms // the same number, stated in milliseconds twice
-		return
+	} else {
+		s.refineRetryAfter(ms)
 	}
-	s.refineRetryAfter(ms)
+	// The delay is the one read in milliseconds, not a longer one the
+	// header stated in seconds.
+	s.MillisecondDelay = s.Wait == ms
+}
+
+// bodySeconds records sec, a delay a 429's body states in seconds: the
+// delay is then no longer one read in milliseconds, if it wins.
+func bodySeconds(s *Signal, sec time.Duration) {
+	s.refineRetryAfter(sec)
+	if s.Wait == sec {
+		s.MillisecondDelay = false
+	}
 }
 
 // bodyDelayKeys are the JSON members, at any depth, in which a 429's body

@@ -2,6 +2,7 @@ package ratelimitheader
 
 import (
 	"math"
+	"net/http"
 	"strings"
 	"time"
 )
@@ -18,6 +19,13 @@ func readRetryAfter(in *input, s *Signal) {
 	}
 	var buf [4]string
 	for _, v := range fieldItems(buf[:0], in.Header["Retry-After"]) {
+		if in.MillisecondDelays && in.Status == http.StatusTooManyRequests && allDigits(v) {
+			// The server's delays count milliseconds (see Input).
+			d, _ := parseMillis(v)
+			s.AddRetryAfter(d)
+			s.MillisecondDelay = true
+			continue
+		}
 		if d, ok := parseRetryAfter(v, in); ok {
 			s.AddRetryAfter(d)
 		}

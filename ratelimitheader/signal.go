@@ -82,6 +82,15 @@ type Signal struct {
 	Limit  int64
 	Period time.Duration
 
+	// MillisecondDelay reports that the stated delay (RetryAfter) was a
+	// bare whole number read in milliseconds: the response showed it (a
+	// spent window's reset beside it, as Discord's before API v8 and
+	// PluralKit's; see the discord dialect), or Input.MillisecondDelays
+	// said so. A server states its delays alike: a client may set
+	// Input.MillisecondDelays for its later responses, whose delays may
+	// come without a window to show it (Discord's global limit).
+	MillisecondDelay bool
+
 	// Bucket is the vendor's name for the limit the response counted
 	// against, where every response of that limit gives it: Discord's
 	// X-RateLimit-Bucket, GitHub's x-ratelimit-resource, Datadog's
@@ -234,6 +243,13 @@ type Input struct {
 	// is read in milliseconds. Epochs, fractions and resets whose field
 	// says its unit are read as always.
 	MillisecondResets bool
+	// MillisecondDelays, when set, says that the server's bare delays count
+	// milliseconds, as an earlier response of the same server showed (see
+	// Signal.MillisecondDelay): a 429's Retry-After and the delay its body
+	// states (retry_after, retry-after) are read in milliseconds when they
+	// are whole numbers. A delay with a fraction is read in seconds, as
+	// always, and a longer one it states beside them wins.
+	MillisecondDelays bool
 }
 
 // ResetsFall reports whether a reset read from a response, prev, and one
@@ -543,6 +559,7 @@ func sanitize(s *Signal, maxWait time.Duration) {
 	if !s.HasWait {
 		s.Wait, s.RetryAfter = 0, false
 	}
+	s.MillisecondDelay = s.MillisecondDelay && s.RetryAfter
 	if s.Remaining < 0 || !s.HasRemaining {
 		s.Remaining, s.HasRemaining = 0, false
 	}

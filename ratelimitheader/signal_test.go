@@ -166,6 +166,8 @@ type signalCase struct {
 	headers [][2]string
 	body    string
 	want    Signal
+	// msDelays sets Input.MillisecondDelays.
+	msDelays bool
 }
 
 // caseNow is the local clock of every signalCase; dateNow its Date header.
@@ -182,7 +184,7 @@ func runCases(t *testing.T, p *Parser, cases []signalCase) {
 			for _, kv := range c.headers {
 				h[kv[0]] = append(h[kv[0]], kv[1]) // keys as given, even non-canonical
 			}
-			in := &Input{Status: c.status, Header: h, Now: caseNow}
+			in := &Input{Status: c.status, Header: h, Now: caseNow, MillisecondDelays: c.msDelays}
 			if c.body != "" {
 				in.Body = []byte(c.body)
 			}
