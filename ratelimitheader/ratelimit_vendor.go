@@ -53,6 +53,14 @@ import (
 //     Cost, Credits, Bytes, Units, Concurrent; see xKind): an exhausted
 //     one governs the wait, but is not Remaining.
 //
+// A kind Per<window> names its window too (Tumblr's
+// X-Ratelimit-Perday-Remaining and -Perhour-); X-RateLimit-Type names the
+// window of the kind-less fields (Zoom's Daily-limit and QPS; see
+// typeWindow); X-RateLimit-Resource: graphql makes them count GitHub's
+// GraphQL points, not requests. Stack Overflow for Teams names each
+// limiter's fields X-<limiter>-Calls-Left, -Seconds-Until-Full and
+// -Seconds-Until-Next-Refill (see countdownName).
+//
 // Some name the window without a RateLimit prefix: Etsy's
 // X-Limit-Per-Second, X-Remaining-This-Second, X-Limit-Per-Day and
 // X-Remaining-Today, Xero's X-DayLimit-Remaining, X-MinLimit-Remaining and
@@ -156,6 +164,7 @@ const (
 	xInterval   // a window's length in seconds, or a duration with its unit
 	xIntervalMs // a window's length in milliseconds
 	xDuration   // a window's length as a duration with its unit only
+	xNextRefill // seconds until a bucket adds its next tokens (Stack Overflow for Teams)
 	xFields     // the number of fields
 )
 
@@ -267,6 +276,9 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 		}
 		if rest == "" && f == xNone {
 			kind, f = xAlias(k)
+		}
+		if rest == "" && f == xNone {
+			kind, f = countdownName(k)
 		}
 		if f == xNone {
 			if rest == "" {
@@ -595,6 +607,11 @@ func (g *xGroup) add(in *input, s *Signal, silent bool) {
 	}
 	for _, v := range resets {
 		w.addReset(parse(v, in))
+	}
+	if d, ok := maxOf(g.lines[xNextRefill], parseSeconds); ok && w.hasRem && w.remaining == 0 {
+		// An empty bucket has requests again at its next refill, long
+		// before it is full (see countdownName).
+		w.reset, w.hasRst = d, true
 	}
 	if !w.hasRem && len(rem)+len(used) == 0 && w.hasRst && (period > 0 || silent) && in.Status == http.StatusTooManyRequests {
 		// A 429 that describes one window by its length and reset, and
@@ -1576,6 +1593,39 @@ func xAlias(k string) (kind string, f xField) {
 		return "Bapi-", xRemaining
 	case "X-Bapi-Limit-Reset-Timestamp":
 		return "Bapi-", xReset
+	}
+	return "", xNone
+}
+
+// countdownSuffixes are the fields countdownName knows, canonical.
+var countdownSuffixes = [...]struct {
+	suffix string
+	field  xField
+}{
+	{"-Calls-Left", xRemaining},
+	{"-Seconds-Until-Full", xResetAfter},
+	{"-Seconds-Until-Next-Refill", xNextRefill},
+}
+
+// countdownName returns the kind and the field of a field named
+// X-<limiter>-Calls-Left, -Seconds-Until-Full or
+// -Seconds-Until-Next-Refill, or xNone: Stack Overflow for Teams API v3
+// (Rate Limiting and Throttling: x-burst-throttle-calls-left and
+// x-burst-throttle-seconds-until-full, 50 requests in two seconds;
+// x-token-bucket-calls-left, x-token-bucket-seconds-until-full and
+// x-token-bucket-seconds-until-next-refill, a bucket of 5,000 refilled
+// 100 every 60 seconds). Each limiter is a window of its own, the
+// limiter's name its kind: what is left, the seconds until it is full
+// again (its reset), and for a bucket the seconds until its next refill,
+// which is when an empty one has requests again. k is canonical.
+func countdownName(k string) (kind string, f xField) {
+	if !strings.HasPrefix(k, "X-") {
+		return "", xNone
+	}
+	for _, c := range countdownSuffixes {
+		if kind, ok := strings.CutSuffix(k[len("X-"):], c.suffix); ok && kind != "" {
+			return kind, c.field
+		}
 	}
 	return "", xNone
 }

@@ -742,6 +742,9 @@ func scanHeader(h http.Header) family {
 				f = famXRateLimit // Etsy's and Xero's windows in the name
 			case hasPrefixFold(k, "x-bapi-limit"):
 				f = famXRateLimit // Bybit's X-Bapi-Limit-* (see xAlias)
+			case hasSuffixFold(k, "-calls-left") || hasSuffixFold(k, "-seconds-until-full") ||
+				hasSuffixFold(k, "-seconds-until-next-refill"):
+				f = famXRateLimit // Stack Overflow for Teams' limiters (see countdownName)
 			case eqFold(k, "x-ms-retry-after-ms"):
 				f = famRetryAfter
 			case eqFold(k, "x-shopify-shop-api-call-limit"):
@@ -793,6 +796,12 @@ func scanHeader(h http.Header) family {
 // prefix must be lower-case letters, digits and '-'.
 func hasPrefixFold(s, prefix string) bool {
 	return len(s) >= len(prefix) && eqFold(s[:len(prefix)], prefix)
+}
+
+// hasSuffixFold reports whether s ends with suffix, ignoring ASCII case;
+// suffix must be lower-case letters, digits and '-'.
+func hasSuffixFold(s, suffix string) bool {
+	return len(s) >= len(suffix) && eqFold(s[len(s)-len(suffix):], suffix)
 }
 
 // eqFold reports whether s equals lower, ignoring ASCII case; lower must be
