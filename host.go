@@ -26,7 +26,7 @@ type hostState struct {
 	// (ratelimitheader.Signal.MillisecondDelay); the host's are read so.
 	msDelays atomic.Bool
 	fallMu   sync.Mutex
-	falls    [4]resetSeen // the last reset of a few keys, a ring
+	falls    [8]resetSeen // the last reset of a few keys, a ring
 	fallNext uint8
 	// conns is what carries the host's requests, as its answers showed:
 	// connsUnknown, connsHTTP1, connsNone or connsHTTP2 (see connWatch).

@@ -675,9 +675,9 @@ func msWindow(intervals, resets []string) (time.Duration, bool) {
 // X-Rate-Limit-Reset: 600000), where the same response shows it:
 //
 //   - a response that is not throttled states the window's length, period:
-//     every reset, read in seconds, is more than a second beyond it, which
-//     no reset of a window that still admits requests is, and read in
-//     milliseconds within it (a throttled response may name a reset far
+//     every reset, read in seconds, is beyond it by more than an eighth of
+//     it and a second, which no reset of a window that still admits
+//     requests is, and read in milliseconds within it (a throttled response may name a reset far
 //     beyond its window, the block of a punishing server, and is left to
 //     the next rule);
 //   - or the response states a delay (Retry-After, read before the
@@ -700,7 +700,9 @@ func msResets(resets []string, period time.Duration, s *Signal) bool {
 			return false
 		}
 		sec, ms := time.Duration(n)*time.Second, time.Duration(n)*time.Millisecond
-		fits := byWindow && sec > period+time.Second && ms <= period+time.Second
+		// Beyond the window by an eighth and a second: a day's window
+		// counted in local time lasts 25 hours once a year.
+		fits := byWindow && sec > period+period/8+time.Second && ms <= period+time.Second
 		if byDelay && sec > s.Wait+time.Second && ms-s.Wait <= time.Second && s.Wait-ms <= time.Second {
 			fits = true
 		}
