@@ -104,9 +104,6 @@ type serverModel struct {
 	// happens to be a whole number of seconds (a request counted right at
 	// a boundary of windows aligned to whole seconds).
 	msReset bool
-	// msDeltas: the model learned from answers read after its host's bare
-	// resets proved to count milliseconds (see keyState.millisecondResets).
-	msDeltas bool
 	// gapSet: gap was measured, by an answer stated to the millisecond; a
 	// window first seen in an answer stated to the second (one counted at
 	// its window's start says 1.000) has gap 0 until one comes.

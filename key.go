@@ -104,6 +104,10 @@ type keyState struct {
 	// state (see rareNow); a bit for a state that has ended since costs
 	// only the general path, until the next dispatch clears it.
 	rare uint8
+	// msModel: model learned only from answers read after the host's bare
+	// resets proved to count milliseconds (see millisecondResets); in the
+	// byte before firstSeq that alignment leaves free.
+	msModel bool
 	// fleetPaced: the key has no limits and its shared quota learns, so
 	// the pace after bare throttles is the fleet's (see SharedLearner),
 	// and the key cuts its own only for a throttle it could not share.
@@ -338,10 +342,11 @@ func (k *keyState) earliestFor(now, n, cost int64, route string, own bool) int64
 // hold the key for the cap. It learns again from the next answer, read
 // right. Called with k.mu held.
 func (k *keyState) millisecondResets(m *serverModel) {
-	if m.msDeltas || !k.host.msDeltas.Load() {
+	if k.msModel || !k.host.msDeltas.Load() {
 		return
 	}
-	*m = serverModel{msDeltas: true}
+	k.msModel = true
+	*m = serverModel{}
 	k.statedUntil = 0
 }
 
