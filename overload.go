@@ -23,8 +23,9 @@ import "time"
 // nor throttles meanwhile, only failures their retries answer. The trial
 // counts from its first request answered fine, or from overloadBrief
 // after it began: the last flood may have spent a window the trial
-// begins in. If at most one of them met one, where the floods met one in
-// five or more, a limit refused the floods: the key keeps the pace,
+// begins in. No trial comes unless the floods met an overload with one
+// request in five (overloadShare) or more. If at most one request on
+// trial met one, a limit refused the floods: the key keeps the pace,
 // doubling it each second until a throttle measures the limit (as after
 // a first bare throttle), and takes its overloads as a bare throttle's
 // from then on, as long as they come within overloadSpan of each other.
@@ -48,9 +49,11 @@ import "time"
 // time, about what bare 429s get. Before the trial waited out a second
 // and a spent window, it failed in about 1 run of 4 against windows with
 // 32 workers, whose floods then met 571-1161. 2000 requests, 60 seeds,
-// 503s at random: 5 % with 32 workers, 2.20 s on average (2.22 before the
-// trial's changes; 2.16 before the rule); 10 %, 3.06 s (3.12); 20 % with 8
-// workers, 16.40 s (16.46; 15.48).
+// 503s at random: 5 % with 32 workers, 2.20 s on average (2.22 before
+// these changes; 2.16 before the rule); 10 %, 3.06 s (3.12); 20 % with 8
+// workers, 16.40 s (16.46; 15.48), 22.5 s at most. A trial fails at its
+// second request refused, not after overloadTrial: its pace, measured
+// over floods of a failing host, can be as slow as 2 a second.
 
 // The rule's constants (see above).
 const (
@@ -77,7 +80,6 @@ type overloads struct {
 	from      int64
 	sent      uint64
 	pre, ok   uint32 // and those answered fine
-	preShare  float64
 	trial     bool   // a pace is on trial
 	trialFrom uint64 // the departures sent when it began
 	tn        uint32 // the requests on trial that met an overload
@@ -132,7 +134,11 @@ func (k *keyState) overloadLimit(now int64, seq uint64) overloadKind {
 			// in. The trial starts again from what is sent next.
 			o.trialFrom, o.tn, o.tans = k.sent, 0, 0
 		default:
-			o.tn++
+			if o.tn++; o.tn > 1 {
+				// The trial cannot pass: no need to send the rest at its
+				// pace, which can be slow.
+				k.trialFailed(now)
+			}
 		}
 		return overloadTried
 	case o.limit && now-o.limitAt < int64(overloadSpan) && (k.strikes == nil || k.strikes.n < overloadStrikes):
@@ -196,7 +202,12 @@ func (k *keyState) overloadEnded(now int64) {
 		return
 	}
 	n := k.sent - o.sent
-	o.preShare = float64(o.pre) / float64(max(n, 1))
+	if float64(o.pre) < overloadShare*float64(max(n, 1)) {
+		// Too few of the floods' requests met an overload for a trial
+		// to tell a limit: none is tried for a while.
+		o.quick, o.barred = 0, satAdd(now, int64(overloadSpan))
+		return
+	}
 	// Over a second at least: floods close together would measure a
 	// rate from a handful of answers over a few hundredths of a second.
 	rate := float64(o.ok) / (float64(now-o.from) / 1e9)
@@ -221,8 +232,8 @@ func (k *keyState) overloadAnswered(now int64, seq uint64) {
 	if o.tans++; seq <= o.trialFrom+overloadTrial {
 		return
 	}
-	o.trial = false
-	if o.tn <= 1 && o.preShare >= overloadShare {
+	if o.tn <= 1 {
+		o.trial = false
 		o.limit, o.limitAt, o.saved = true, now, nil
 		o.lsent, o.ln = k.sent, 0
 		// The floods' rate, held down by the holds between them, is under
@@ -231,10 +242,17 @@ func (k *keyState) overloadAnswered(now int64, seq uint64) {
 		k.aimd.slow, k.aimd.cutAt = true, now
 		return
 	}
+	k.trialFailed(now)
+}
+
+// trialFailed ends, under k.mu at now, the trial of a pace that did not
+// pass: the key gets its pace back, and tries none for overloadSpan.
+func (k *keyState) trialFailed(now int64) {
+	o := &k.out.rareState().over
 	if p := o.saved; p != nil {
 		k.aimd, k.aimdB = p.a, p.b
 	}
-	o.saved, o.quick, o.barred = nil, 0, satAdd(now, int64(overloadSpan))
+	o.trial, o.saved, o.quick, o.barred = false, nil, 0, satAdd(now, int64(overloadSpan))
 }
 
 // paceAt paces k, under k.mu at now, as a bare throttle's cut would from
