@@ -421,7 +421,7 @@ func Parse(in *Input) Signal {
 // 429, 503 and 529 are throttled even without any header; a 403 is throttled
 // only when it states a delay or a dialect recognises a rate limit in it, a
 // 418 only when it states a delay (see Signal.Throttled). Retry-After (and
-// retry-after-ms, x-ms-retry-after-ms) is read on 403, 418, 429, 503 and 529
+// Beta-Retry-After, retry-after-ms, x-ms-retry-after-ms) is read on 403, 418, 429, 503 and 529
 // and wins over every other signal; the dialects then read quotas. A response served
 // from a cache (Age > 0) is stale: its fields are ignored. Malformed fields
 // are ignored, never guessed at.
@@ -541,7 +541,7 @@ func isStale(h http.Header) bool {
 type family uint16
 
 const (
-	famRetryAfter   family = 1 << iota // Retry-After, Retry-After-Ms, X-Ms-Retry-After-Ms
+	famRetryAfter   family = 1 << iota // Retry-After, Beta-Retry-After, Retry-After-Ms, X-Ms-Retry-After-Ms
 	famAge                             // Age
 	famIETF                            // RateLimit, RateLimit-*, Beta-RateLimit*
 	famXRateLimit                      // X-RateLimit-*, X-Rate-Limit, X-Rate-Limit-*
@@ -709,8 +709,11 @@ func scanHeader(h http.Header) family {
 				f = famAnthropic
 			}
 		case 'b':
-			if hasPrefixFold(k, "beta-ratelimit") {
+			switch {
+			case hasPrefixFold(k, "beta-ratelimit"):
 				f = famIETF
+			case eqFold(k, "beta-retry-after"):
+				f = famRetryAfter
 			}
 		case 'z':
 			if hasPrefixFold(k, "zendesk-ratelimit-") {

@@ -31,6 +31,8 @@ func FuzzRetryAfter(f *testing.F) {
 		}
 		h := http.Header{"Date": {fuzzDate}, "Retry-After": {ra}, "X-Ms-Retry-After-Ms": {ms}}
 		checkFuzzed(t, Parse(&Input{Status: 429, Header: h, Now: caseNow}))
+		h = http.Header{"Date": {fuzzDate}, "Retry-After": {ms}, "Beta-Retry-After": {ra}}
+		checkFuzzed(t, Parse(&Input{Status: 429, Header: h, Now: caseNow}))
 	})
 }
 
