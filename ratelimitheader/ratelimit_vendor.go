@@ -910,7 +910,7 @@ func (githubDialect) parse(in *input, s *Signal) {
 // discordDialect reads Discord's scope (X-RateLimit-Global: true,
 // X-RateLimit-Scope: global) and the JSON body of its 429s: "global": true,
 // and a delay, Discord's precise retry_after and the others' (see
-// bodyDelayKeys), in seconds or, where the response shows it, in
+// delayKind), in seconds or, where the response shows it, in
 // milliseconds (see bodyDelay).
 type discordDialect struct{}
 
@@ -928,18 +928,36 @@ func (discordDialect) parse(in *input, s *Signal) {
 	if in.Status != http.StatusTooManyRequests || len(in.Body) == 0 {
 		return
 	}
-	for _, key := range bodyDelayKeys {
-		if v, isString, ok := jsonValue(in.Body, key); ok && !isString {
-			if n, frac, ok := parseNumber(string(v)); ok {
-				switch key {
-				case "retry_in_seconds":
-					s.refineRetryAfter(toDuration(n, frac, time.Second)) // its name says
-				case "retry_after_ms":
-					s.refineRetryAfter(toDuration(n, frac, time.Millisecond)) // its name says
-				default:
-					bodyDelay(in, s, n, frac, allDigits(string(v)))
-				}
-			}
+	// The first delay of each kind the body names, read in this order:
+	// the bare delay, then those whose names say their unit.
+	var (
+		vals  [3][]byte
+		found [3]bool
+	)
+	jsonMembers(in.Body, func(key, val []byte, isString bool) bool {
+		if isString {
+			return true
+		}
+		if k, ok := delayKind(key); ok && !found[k] {
+			vals[k], found[k] = val, true
+		}
+		return true
+	})
+	for k, v := range vals {
+		if !found[k] {
+			continue
+		}
+		n, frac, ok := parseNumber(string(v))
+		if !ok {
+			continue
+		}
+		switch k {
+		case delayBare:
+			bodyDelay(in, s, n, frac, allDigits(string(v)))
+		case delaySeconds:
+			s.refineRetryAfter(toDuration(n, frac, time.Second)) // its name says
+		case delayMillis:
+			s.refineRetryAfter(toDuration(n, frac, time.Millisecond)) // its name says
 		}
 	}
 	if v, isString, ok := jsonValue(in.Body, "global"); ok && !isString && string(v) == "true" {
@@ -979,19 +997,75 @@ func bodyDelay(in *input, s *Signal, n uint64, frac uint32, whole bool) {
 	s.refineRetryAfter(ms)
 }
 
-// bodyDelayKeys are the JSON members, at any depth, in which a 429's body
-// states how long to wait, as a number: retry_after and retry-after in
-// seconds (Discord, Telegram's parameters.retry_after, Dropbox's
-// RateLimitError; Zulip's RATE_LIMIT_HIT error, REST API docs, Error
-// handling: "retry-after", the seconds to wait, a decimal), read as
-// bodyDelay does, retry_in_seconds in seconds (monday.com's
-// errors[].extensions, API changelog, Updated complexity budget exhausted
-// error) and retry_after_ms in milliseconds (Matrix's M_LIMIT_EXCEEDED,
-// Client-Server API, Rate limiting; deprecated since v1.10 in favour of
-// Retry-After, beside which it is the finer statement), as their names
-// say. A delay the body states as a string, or with a sign or an exponent,
-// is ignored.
-var bodyDelayKeys = [...]string{"retry_after", "retry-after", "retry_in_seconds", "retry_after_ms"}
+// The kinds of delay a 429's body states (see delayKind).
+const (
+	delayBare    = iota // retry_after: seconds, or milliseconds where the response shows it (see bodyDelay)
+	delaySeconds        // retry_in_seconds, retry-seconds: seconds, as the name says
+	delayMillis         // retry_after_ms: milliseconds, as the name says
+)
+
+// delayKind reports whether a JSON member's name, in a 429's body, states
+// how long to wait, and in which unit. Names are compared ignoring case
+// and the '_' and '-' between words, so that one rule reads every spelling
+// of them: retry, then after or in, then the unit, which only retry after
+// may leave out:
+//
+//   - retry_after, retry-after, retryAfter: the bare delay, in seconds as
+//     Discord (since API v8), Telegram (parameters.retry_after), Dropbox
+//     (RateLimitError), Zulip (RATE_LIMIT_HIT, a decimal) and Salesforce
+//     Marketing Cloud (retryAfter) state it, or in milliseconds where the
+//     response shows it (see bodyDelay);
+//   - a unit of seconds (s, sec, secs, second, seconds): retry_in_seconds
+//     (monday.com's errors[].extensions, API changelog, Updated complexity
+//     budget exhausted error), retry-seconds (Mailgun's 429, API reference
+//     of the domains endpoints: {"retry-seconds": 60}), retry_after_seconds;
+//   - a unit of milliseconds (ms, msec, millis, milliseconds):
+//     retry_after_ms (Matrix's M_LIMIT_EXCEEDED, Client-Server API, Rate
+//     limiting; deprecated since v1.10 in favour of Retry-After, beside
+//     which it is the finer statement).
+//
+// A bare retry, a count of retries (retries, retry_count), or a unit the
+// rule does not know names no delay. A delay stated as a string, or with a
+// sign or an exponent, is ignored by the caller.
+func delayKind(key []byte) (kind int, ok bool) {
+	var buf [32]byte
+	n := 0
+	for _, c := range key {
+		switch {
+		case c == '_' || c == '-':
+			continue
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		case 'a' <= c && c <= 'z':
+		default:
+			return 0, false
+		}
+		if n == len(buf) {
+			return 0, false
+		}
+		buf[n] = c
+		n++
+	}
+	name, found := strings.CutPrefix(string(buf[:n]), "retry")
+	if !found {
+		return 0, false
+	}
+	after := false
+	if rest, ok := strings.CutPrefix(name, "after"); ok {
+		name, after = rest, true
+	} else if rest, ok := strings.CutPrefix(name, "in"); ok {
+		name = rest
+	}
+	switch name {
+	case "":
+		return delayBare, after
+	case "s", "sec", "secs", "second", "seconds":
+		return delaySeconds, true
+	case "ms", "msec", "millis", "milliseconds":
+		return delayMillis, true
+	}
+	return 0, false
+}
 
 // openAIDialect recognises a billing error that OpenAI (and Azure OpenAI)
 // answer with a 429: "insufficient_quota" or "billing_hard_limit_reached" as

@@ -384,7 +384,8 @@ var builtinDialects = []Dialect{
 // LaunchDarkly, Trakt, Split, Bybit, and the windows Etsy and Xero name),
 // GitHub's 403, Discord's body (and the delays other
 // bodies state, in seconds or in milliseconds: PluralKit's, Discord's
-// before v8, Zulip's retry-after, Matrix's retry_after_ms), OpenAI's billing
+// before v8, Zulip's retry-after, Mailgun's retry-seconds, Matrix's
+// retry_after_ms), OpenAI's billing
 // errors, Anthropic, Shopify, HubSpot, Zendesk, Stripe, Google APIs
 // (Gemini's RetryInfo), Salesforce, Atlassian's RateLimit-Reason and
 // Linear's 400 RATELIMITED. Append your own to add a vendor. Each built-in

@@ -219,12 +219,20 @@ func FuzzJSONValue(f *testing.F) {
 	f.Add([]byte(`{"message":"You are being rate limited.","retry_after":64.57,"global":false}`), "retry_after")
 	f.Add([]byte(`{"error":{"type":"insufficient_quota"`), "type")
 	f.Add([]byte(`"\"retry_after\":5`), "retry_after")
+	f.Add([]byte(`{"a":[1,"b",{"retry-seconds":60}],"retryAfterMs":"x\"y"}`), "retryAfterMs")
 	f.Fuzz(func(t *testing.T, body []byte, key string) {
 		v, isString, ok := jsonValue(body, key)
 		if !ok && (v != nil || isString) {
 			t.Fatalf("jsonValue returned a value with !ok")
 		}
 		_ = containsFold(body, strings.ToLower(key))
+		jsonMembers(body, func(k, v []byte, _ bool) bool {
+			_, _ = delayKind(k)
+			if len(k) > len(body) || len(v) > len(body) {
+				t.Fatalf("jsonMembers returned more than the snippet")
+			}
+			return true
+		})
 	})
 }
 
