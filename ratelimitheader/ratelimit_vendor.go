@@ -1241,8 +1241,40 @@ func (zendeskDialect) parse(in *input, s *Signal) {
 			continue
 		}
 		for _, v := range vs {
-			w := keyedWindow(v)
-			w.add(s, 0, "")
+			w, period := keyedWindow(v)
+			w.add(s, period, "")
+		}
+	}
+}
+
+// quotaLimitDialect reads the fields named <vendor>[-<scope>]-Quota-Limit
+// whose value lists windows, separated by commas, each a list of key=value
+// members separated by semicolons (see keyedWindow): Auth0's token quotas,
+// Auth0-Client-Quota-Limit and Auth0-Organization-Quota-Limit
+// (b=per_hour;q=10;r=7;t=3540,b=per_day;q=50;r=47;t=43200: the bucket's
+// name, its quota, what is left of it and the seconds until it resets; Auth0
+// docs, Fine-grained M2M token quotas, on the Client Credentials responses,
+// 2xx and 429). Each window is one of the response's; a spent one governs
+// the wait. A value that is not such a list says nothing.
+type quotaLimitDialect struct{}
+
+func (quotaLimitDialect) String() string { return "quota-limit" }
+
+// Parse reads in into s (see Dialect).
+func (d quotaLimitDialect) Parse(in *Input, s *Signal) { d.parse(newInput(in), s) }
+
+func (quotaLimitDialect) parse(in *input, s *Signal) {
+	if !in.has(famQuota) {
+		return
+	}
+	var b [4]string
+	for k, vs := range in.Header {
+		if !strings.HasSuffix(k, "-Quota-Limit") {
+			continue
+		}
+		for _, item := range fieldItems(b[:0], vs) {
+			w, period := keyedWindow(item)
+			w.add(s, period, "")
 		}
 	}
 }
@@ -1250,13 +1282,15 @@ func (zendeskDialect) parse(in *input, s *Signal) {
 // keyedWindow reads one window stated as a list of key=value members,
 // separated by semicolons or commas, as Zendesk's per-endpoint fields are
 // (Zendesk API reference, Rate limits: Zendesk-RateLimit-Tickets-Index:
-// total=100; remaining=99; resets=10): total or limit, remaining, and
-// resets or reset in seconds, keys in any case. Other keys are skipped,
-// malformed values ignored, and so is a reset beyond maxPeriod, which is
-// no window's; of a key given twice (two lines folded into one
-// by a proxy) the most conservative value is kept.
-func keyedWindow(v string) window {
-	var w window
+// total=100; remaining=99; resets=10) and Auth0's quota buckets are
+// (b=per_hour;q=10;r=7;t=3540), keys in any case: total, limit or q (the
+// IETF draft's name for a quota), remaining or r, and resets, reset or t in
+// seconds; b or name names the window, and the window's length when the name
+// ends with one (per_hour, per_day; see splitWindowWord). Other keys are
+// skipped, malformed values ignored, and so is a reset beyond maxPeriod,
+// which is no window's; of a key given twice (two lines folded into one by
+// a proxy) the most conservative value is kept.
+func keyedWindow(v string) (w window, period time.Duration) {
 	for len(v) > 0 {
 		i := strings.IndexAny(v, ";,")
 		part := v
@@ -1271,21 +1305,25 @@ func keyedWindow(v string) window {
 		}
 		key, val = trimOWS(key), trimOWS(val)
 		switch {
-		case eqFold(key, "total") || eqFold(key, "limit"):
+		case eqFold(key, "total") || eqFold(key, "limit") || eqFold(key, "q"):
 			if n, ok := parseCount(val); ok && (!w.hasLimit || n < w.limit) {
 				w.limit, w.hasLimit = n, true
 			}
-		case eqFold(key, "remaining"):
+		case eqFold(key, "remaining") || eqFold(key, "r"):
 			if n, ok := parseCount(val); ok && (!w.hasRem || n < w.remaining) {
 				w.remaining, w.hasRem = n, true
 			}
-		case eqFold(key, "resets") || eqFold(key, "reset"):
+		case eqFold(key, "resets") || eqFold(key, "reset") || eqFold(key, "t"):
 			if d, ok := parseSeconds(val); ok && d <= maxPeriod {
 				w.addReset(d, true)
 			}
+		case eqFold(key, "b") || eqFold(key, "name"):
+			if _, p := splitWindowWord(val); p > period {
+				period = p
+			}
 		}
 	}
-	return w
+	return w, period
 }
 
 // stripeDialect reads Stripe-Should-Retry: false, Stripe's word that a

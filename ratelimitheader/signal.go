@@ -375,6 +375,7 @@ var builtinDialects = []Dialect{
 	salesforceDialect{},
 	atlassianDialect{},
 	linearDialect{},
+	quotaLimitDialect{},
 }
 
 // DefaultDialects returns a new slice of the built-in dialects, in the order
@@ -388,7 +389,8 @@ var builtinDialects = []Dialect{
 // retry_after_ms), OpenAI's billing
 // errors, Anthropic, Shopify, HubSpot, Zendesk, Stripe, Google APIs
 // (Gemini's RetryInfo), Salesforce, Atlassian's RateLimit-Reason and
-// Linear's 400 RATELIMITED. Append your own to add a vendor. Each built-in
+// Linear's 400 RATELIMITED, and the <vendor>-Quota-Limit fields' windows
+// (Auth0's token quotas). Append your own to add a vendor. Each built-in
 // dialect prints its name with fmt.
 func DefaultDialects() []Dialect {
 	return append([]Dialect(nil), builtinDialects...)
@@ -553,6 +555,7 @@ const (
 	famStripe                          // Stripe-Should-Retry, Stripe-Rate-Limited-Reason
 	famSalesforce                      // Sforce-Limit-Info
 	famXVendor                         // [X-]<vendor>-RateLimit-*, [X-]<vendor>-Rate-Limit-* (with famXRateLimit)
+	famQuota                           // <vendor>[-<scope>]-Quota-Limit (Auth0's token quotas)
 	famNonCanonical                    // one of the above with a non-canonical key
 )
 
@@ -727,6 +730,9 @@ func scanHeader(h http.Header) family {
 			case eqFold(k, "sforce-limit-info"):
 				f = famSalesforce
 			}
+		}
+		if f == 0 && len(k) > len("-quota-limit") && eqFold(k[len(k)-len("-quota-limit"):], "-quota-limit") {
+			f = famQuota
 		}
 		if f == 0 {
 			// A vendor's field, whatever its first letter: the length
