@@ -27,8 +27,9 @@ import (
 //     Reset-At, ResetAt, Reset-Time, ResetTime), Reset-After (Discord's
 //     precise delta, preferred to Reset) or Reset-Seconds (Split's),
 //     Reset-Ms (a delta or an epoch in
-//     milliseconds), Used or Usage (Strava: what is left is Limit minus
-//     Usage when Remaining is absent), Count (Riot's, with a Limit of
+//     milliseconds), Used, Usage (Strava) or Consumed (Segment): what is
+//     left is Limit minus what was used when Remaining is absent, Count
+//     (Riot's, with a Limit of
 //     <limit>:<seconds> pairs; see pairWindows), Name (Datadog's), a
 //     Bucket as Bucket and Resource are, Retry-After (MailerLite's stated
 //     delay in seconds) and Next (Akamai's instant the next request may go,
@@ -179,6 +180,7 @@ var xFieldNames = [...]struct {
 	{"Reset", xReset},
 	{"Used", xUsed},
 	{"Usage", xUsage},
+	{"Consumed", xUsed},
 	{"Count", xCount},
 	{"Retry-After", xRetryAfter},
 	{"Next", xNext},
@@ -1024,6 +1026,10 @@ const (
 //     limiting; deprecated since v1.10 in favour of Retry-After, beside
 //     which it is the finer statement).
 //
+// So does a unit, then before next: msBeforeNext, in milliseconds
+// (rate-limiter-flexible's field, which Segment's Public API returns on a
+// 429 as data.msBeforeNext, docs.segmentapis.com, Rate Limits).
+//
 // A bare retry, a count of retries (retries, retry_count), or a unit the
 // rule does not know names no delay. A delay stated as a string, or with a
 // sign or an exponent, is ignored by the caller.
@@ -1048,6 +1054,12 @@ func delayKind(key []byte) (kind int, ok bool) {
 	}
 	name, found := strings.CutPrefix(string(buf[:n]), "retry")
 	if !found {
+		// The unit, then before next: msBeforeNext, the milliseconds until
+		// the next request may go (rate-limiter-flexible's RateLimiterRes,
+		// which Segment's Public API 429 returns as data.msBeforeNext).
+		if unit, ok := strings.CutSuffix(string(buf[:n]), "beforenext"); ok {
+			return unitKind(unit)
+		}
 		return 0, false
 	}
 	after := false
@@ -1056,9 +1068,16 @@ func delayKind(key []byte) (kind int, ok bool) {
 	} else if rest, ok := strings.CutPrefix(name, "in"); ok {
 		name = rest
 	}
-	switch name {
-	case "":
+	if name == "" {
 		return delayBare, after
+	}
+	return unitKind(name)
+}
+
+// unitKind returns the kind of a delay whose name states its unit, unit,
+// lower case.
+func unitKind(unit string) (kind int, ok bool) {
+	switch unit {
 	case "s", "sec", "secs", "second", "seconds":
 		return delaySeconds, true
 	case "ms", "msec", "millis", "milliseconds":

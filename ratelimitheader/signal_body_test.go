@@ -71,14 +71,15 @@ func TestDelayKind(t *testing.T) {
 		"retry_after": delayBare, "retry-after": delayBare, "retryAfter": delayBare, "RETRY_AFTER": delayBare,
 		"retry_in_seconds": delaySeconds, "retry-seconds": delaySeconds, "retry_after_seconds": delaySeconds,
 		"retryAfterSecs": delaySeconds, "retry_after_ms": delayMillis, "retryAfterMs": delayMillis,
-		"retry_after_milliseconds": delayMillis, "retry_in_ms": delayMillis,
+		"retry_after_milliseconds": delayMillis, "retry_in_ms": delayMillis, "msBeforeNext": delayMillis,
+		"seconds_before_next": delaySeconds,
 	} {
 		k, ok := delayKind([]byte(name))
 		assert.True(t, ok, name)
 		assert.Equal(t, want, k, name)
 	}
 	for _, name := range []string{"retry", "retries", "retry_count", "retryable", "retry_in", "retry_after_minutes",
-		"x_retry_after", "retry after", `retry\u005fafter`, "", "retry_after_ssssssssssssssssssssssssssss"} {
+		"x_retry_after", "retry after", `retry\u005fafter`, "beforeNext", "hoursBeforeNext", "msBefore", "", "retry_after_ssssssssssssssssssssssssssss"} {
 		_, ok := delayKind([]byte(name))
 		assert.False(t, ok, name)
 	}
