@@ -29,6 +29,8 @@ func TestVendorStatedDelaysPauseTheRetry(t *testing.T) {
 			least: 3 * time.Second, most: 4 * time.Second, attempts: 2},
 		{name: "Segment's body msBeforeNext", body: `{"errors":[{"type":"RequestError","data":{"remainingPoints":0,"msBeforeNext":2500}}]}`,
 			least: 2500 * time.Millisecond, most: 3500 * time.Millisecond, attempts: 2},
+		{name: "a body's delay in milliseconds beside Retry-After in seconds", header: hdr("Retry-After", "2"), body: `{"retryAfter":2000}`,
+			least: 2 * time.Second, most: 3 * time.Second, attempts: 2},
 		{name: "Auth0's spent token quota", header: hdr("Auth0-Client-Quota-Limit", "b=per_hour;q=10;r=0;t=4,b=per_day;q=50;r=40;t=43200"),
 			least: 4 * time.Second, most: 5 * time.Second, attempts: 2},
 		{name: "Atlassian's burst Retry-After beside a would-be Beta-Retry-After", header: hdr("Retry-After", "2", "Beta-Retry-After", "2788"),

@@ -979,10 +979,26 @@ func (discordDialect) parse(in *input, s *Signal) {
 // reset. A delay the window bounds is not one the same response states a
 // thousand times longer. Discord before v8 also sent its Retry-After in
 // milliseconds: a stated delay of n seconds, as the body's n, is then
-// replaced, not kept as the longer. Without a spent window to measure it
-// against (Discord's global limit before v8), n counts seconds.
+// replaced, not kept as the longer.
+//
+// A Retry-After the response states shows the unit too: a whole n that
+// agrees with it to within a second as milliseconds, and is more than a
+// second longer as seconds, counts milliseconds (Retry-After: 2 beside
+// "retryAfter": 2000, as servers that keep milliseconds in their bodies
+// send). The same delay stated twice is not read as one a thousand times
+// longer, which would hand a 2-second throttle back as a half-hour one.
+//
+// Without a spent window or a Retry-After to measure it against (Discord's
+// global limit before v8), n counts seconds.
 func bodyDelay(in *input, s *Signal, n uint64, frac uint32, whole bool) {
 	sec := toDuration(n, frac, time.Second)
+	if whole && s.RetryAfter && sec > s.Wait+time.Second {
+		ms := toDuration(n, 0, time.Millisecond)
+		if d := ms - s.Wait; d >= -time.Second && d <= time.Second {
+			s.refineRetryAfter(ms)
+			return
+		}
+	}
 	if !whole || !in.hasSpent || sec <= in.spent+time.Second {
 		s.refineRetryAfter(sec)
 		return
