@@ -424,7 +424,8 @@ func Parse(in *Input) Signal {
 // 429, 503 and 529 are throttled even without any header; a 403 is throttled
 // only when it states a delay or a dialect recognises a rate limit in it, a
 // 418 only when it states a delay (see Signal.Throttled). Retry-After (and
-// Beta-Retry-After, retry-after-ms, x-ms-retry-after-ms) is read on 403, 418, 429, 503 and 529
+// retry-after-ms, x-ms-retry-after-ms; Beta-Retry-After where no
+// Retry-After is stated) is read on 403, 418, 429, 503 and 529
 // and wins over every other signal; the dialects then read quotas. A response served
 // from a cache (Age > 0) is stale: its fields are ignored. Malformed fields
 // are ignored, never guessed at.
