@@ -169,3 +169,37 @@ func TestServerClock(t *testing.T) {
 	assert.Equal(t, 999*time.Millisecond, clampDrift(5*time.Second))
 	assert.Equal(t, -999*time.Millisecond, clampDrift(-time.Hour))
 }
+
+// TestLeastOfTheNewWindows checks Least for the sliding window counter,
+// anchored windows and a drifting fixed window against the limiter itself:
+// a client that sends every request the moment the limiter would admit it
+// (probing each nanosecond it names: retryAfter) has its last admitted
+// exactly Least after start.
+func TestLeastOfTheNewWindows(t *testing.T) {
+	for _, sh := range AlgorithmShapes() {
+		if sh.Config.Dialect != (RetryAfterSeconds{}) {
+			continue // the same limiter under every dialect
+		}
+		for _, phase := range []time.Duration{0, 300 * time.Millisecond, 1700 * time.Millisecond} {
+			start := t0.Add(phase)
+			cfg := sh.Config.withDefaults()
+			clock := cfg.clock(start)
+			lim := newLimiter(&cfg)
+			for _, n := range []int{1, 20, 21, 39, 40, 41, 220} {
+				lim = newLimiter(&cfg)
+				now, admitted := start.UnixNano(), 0
+				last := now
+				for admitted < n {
+					d := lim.take(clock.at(now))
+					if d.allowed {
+						admitted, last = admitted+1, now
+						continue
+					}
+					now += clock.span(int64(d.retryAfter))
+				}
+				got, want := sh.Least(n, start), time.Duration(last-start.UnixNano())
+				assert.InDelta(t, want, got, float64(2*time.Microsecond), "%s from %v: Least(%d)", sh.Name, phase, n)
+			}
+		}
+	}
+}

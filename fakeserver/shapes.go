@@ -96,6 +96,37 @@ func SparseShapes() []Shape {
 	}
 }
 
+// AlgorithmShapes are servers whose algorithm or clock the shapes above do
+// not cover, each answering in the forms that matter to a client that is
+// told no limit: a Retry-After in whole seconds and nothing else, a bare
+// 429, GitHub's X-RateLimit-* with an epoch reset (a 403 when spent), and
+// the IETF draft's RateLimit with its policy and a reset delta. The
+// algorithms: the sliding window counter (SlidingWindowCounter: Cloudflare,
+// limiters over Redis), windows that begin at a key's first request
+// (AnchoredWindow: INCR and EXPIRE, GitHub's hour), and fixed windows on a
+// clock 30 s ahead that loses a millisecond a second (ClockDrift), over
+// which a client's estimate of the offset goes stale (run them a minute
+// or more: a drift shows over time).
+func AlgorithmShapes() []Shape {
+	answers := []struct {
+		name string
+		d    Dialect
+	}{{"retry-after", RetryAfterSeconds{}}, {"bare-429", Bare{}}, {"github", GitHub{}}, {"ietf", IETF{}}}
+	var shapes []Shape
+	for _, a := range answers {
+		shapes = append(shapes,
+			shape("sliding-window-counter-"+a.name, "sliding window counter of 20 per 2 s (the previous window weighted by its overlap); "+a.name,
+				Config{Algorithm: SlidingWindowCounter, Limit: 20, Window: 2 * time.Second, Dialect: a.d}, 10, 20, 20, 2*time.Second, 20),
+			shape("anchored-window-"+a.name, "windows of 20 per 2 s that begin at a key's first request; "+a.name,
+				Config{Algorithm: AnchoredWindow, Limit: 20, Window: 2 * time.Second, Dialect: a.d}, 10, 20, 20, 2*time.Second, 20),
+			shape("fixed-window-drifting-"+a.name, "fixed windows of 20 per 2 s on a clock 30 s ahead that loses 1 ms a second; "+a.name,
+				Config{Algorithm: FixedWindow, Limit: 20, Window: 2 * time.Second, ClockSkew: 30 * time.Second, ClockDrift: -time.Millisecond, Dialect: a.d},
+				10, 20, 20, 2*time.Second, 20),
+		)
+	}
+	return shapes
+}
+
 // Least returns the least time in which the server could admit n
 // requests, the first of them sent at start, to Paths in turn: (n - Burst)
 // / Rate for a bucket. For fixed windows, it is the time from start to the
