@@ -25,11 +25,11 @@ const (
 	// and its level, as Shopify reports it, are modelled directly.
 	LeakyBucket
 
-	// FixedWindow admits Limit requests in each window [k·Window, (k+1)·Window)
-	// of Unix time on the server's clock (ClockSkew included, as a real
-	// server counts on its own clock), so windows of a second start on the
-	// server's whole seconds. A client can get 2·Limit requests through in
-	// one Window across a boundary.
+	// FixedWindow admits Limit requests in each window [k·Window,
+	// (k+1)·Window) of Unix time on the server's clock (ClockSkew and
+	// ClockDrift included, as a real server counts on its own clock), so
+	// windows of a second start on the server's whole seconds. A client
+	// can get 2·Limit requests through in one Window across a boundary.
 	FixedWindow
 
 	// SlidingWindow admits a request at t if fewer than Limit requests were
