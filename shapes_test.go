@@ -439,7 +439,8 @@ func TestShapesWithTheFirstFlightSpread(t *testing.T) {
 }
 
 // TestAlgorithmShapes runs the servers of fakeserver.AlgorithmShapes (the
-// sliding window counter, windows anchored at a key's first request, and
+// sliding window counter, stating when its quota is full again or its
+// window's end, windows anchored at a key's first request, and
 // fixed windows on a clock that loses a millisecond a second, each
 // answering with a Retry-After alone, bare 429s, GitHub's headers or the
 // IETF draft's) in virtual time, with 8 and 32 workers, with no limit
@@ -502,6 +503,17 @@ func TestAlgorithmShapes(t *testing.T) {
 		// windows), with resets that move on within a burst, which stated
 		// to the second do not tell a counter from a window turning.
 		"sliding-window-counter-ietf": {0.73, 1, false, false},
+		// 0.546 and 0.627-0.663, 18-164 throttles, 7-19 in a window after
+		// the first (nearly every worker): the counter states its present
+		// window's end as its reset (Upstash's), which headway takes for a
+		// fixed window's turn; at it the previous window's count still
+		// weighs in full, and the quota comes back over the next window,
+		// not at once. Each throttle names its wait, and nothing is sent
+		// inside one. Telling this from a fixed window takes a first
+		// answer after a turn that states a quota far short of the
+		// window's, which headway does not yet read as news.
+		"sliding-window-counter-window-end-github": {0.52, 200, true, false},
+		"sliding-window-counter-window-end-ietf":   {0.60, 120, true, false},
 		// 0.945-0.984: t in whole seconds of a window that does not begin
 		// on one.
 		"anchored-window-ietf": {0.92, 1, false, false},

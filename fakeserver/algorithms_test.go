@@ -34,6 +34,26 @@ func TestSlidingWindowCounter(t *testing.T) {
 	})
 }
 
+// TestSlidingWindowCounterResetAtWindowEnd: with ResetAtWindowEnd, the
+// reset stated is the end of the present window, whatever still weighs
+// after it.
+func TestSlidingWindowCounterResetAtWindowEnd(t *testing.T) {
+	cfg := Config{Algorithm: SlidingWindowCounter, Limit: 4, ResetAtWindowEnd: true}.withDefaults()
+	lim := newLimiter(&cfg)
+	ms := int64(time.Millisecond)
+	for range 4 {
+		lim.take(t0.UnixNano() + 600*ms)
+	}
+	d := lim.take(t0.UnixNano() + 700*ms)
+	assert.False(t, d.allowed)
+	assert.Equal(t, 300*time.Millisecond, d.resetAfter, "the window's end")
+	assert.Equal(t, 300*time.Millisecond+1, d.retryAfter, "but nothing goes until the next window's first point past 0")
+	d = lim.take(t0.UnixNano() + 1000*ms + 1)
+	assert.True(t, d.allowed)
+	assert.Equal(t, 0, d.remaining, "the reset stated brought nothing back")
+	assert.Equal(t, time.Second-1, d.resetAfter)
+}
+
 func TestAnchoredWindow(t *testing.T) {
 	// 3 per second, each window from the first request after the last.
 	cfg := Config{Algorithm: AnchoredWindow, Limit: 3}.withDefaults()

@@ -143,6 +143,14 @@ type Config struct {
 	// means when New is called.
 	DriftFrom time.Time
 
+	// ResetAtWindowEnd makes a SlidingWindowCounter state the end of its
+	// present fixed window as the time its quota is reset (State.ResetAfter),
+	// as Upstash's and many limiters over Redis do, instead of when its
+	// quota is back in full (up to two windows on). The window's end is
+	// no reset: after it the previous window's count still weighs, and a
+	// client that takes it for one is throttled.
+	ResetAtWindowEnd bool
+
 	// StatedLimit and StatedWindow are the policy the Dialect publishes
 	// (State.Limit and State.Window), when the server states another limit
 	// than the one it enforces: "600 per minute" over a bucket that holds

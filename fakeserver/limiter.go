@@ -31,7 +31,11 @@ type decision struct {
 
 // newLimiter returns the limiter of one key of cfg.
 func newLimiter(cfg *Config) limiter {
-	return newLimiterOf(cfg.Algorithm, cfg.Limit, cfg.Window, cfg.Burst)
+	lim := newLimiterOf(cfg.Algorithm, cfg.Limit, cfg.Window, cfg.Burst)
+	if wc, ok := lim.(*windowCounter); ok {
+		wc.windowEnd = cfg.ResetAtWindowEnd
+	}
+	return lim
 }
 
 // newLimiterOf returns a limiter of alg for limit requests per window, with
@@ -230,6 +234,7 @@ type windowCounter struct {
 	n, w       int64
 	k          int64 // index of the current window
 	prev, curr int64 // admitted in window k-1 and in window k
+	windowEnd  bool  // resetAfter is the end of window k (Config.ResetAtWindowEnd)
 }
 
 // roll moves the counts to now's window, and returns how far into it now is.
@@ -275,9 +280,12 @@ func (wc *windowCounter) take(now int64) decision {
 	left := wc.w - e // until the next window
 	// Back to n: a window with no count of its own whose previous one
 	// weighs less than one request.
-	if wc.curr == 0 {
+	switch {
+	case wc.windowEnd:
+		d.resetAfter = time.Duration(left)
+	case wc.curr == 0:
 		d.resetAfter = time.Duration(max(wc.fadeBy(wc.prev, wc.w)-e, 0))
-	} else {
+	default:
 		d.resetAfter = time.Duration(left + wc.fadeBy(wc.curr, wc.w))
 	}
 	if d.remaining == 0 {

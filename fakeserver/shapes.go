@@ -102,7 +102,9 @@ func SparseShapes() []Shape {
 // 429, GitHub's X-RateLimit-* with an epoch reset (a 403 when spent), and
 // the IETF draft's RateLimit with its policy and a reset delta. The
 // algorithms: the sliding window counter (SlidingWindowCounter: Cloudflare,
-// limiters over Redis), windows that begin at a key's first request
+// limiters over Redis), stating when its quota is full again or, as
+// Upstash's does, the end of its present window (ResetAtWindowEnd),
+// windows that begin at a key's first request
 // (AnchoredWindow: INCR and EXPIRE, GitHub's hour), and fixed windows on a
 // clock 30 s ahead that loses a millisecond a second (ClockDrift), over
 // which a client's estimate of the offset goes stale (run them a minute
@@ -123,6 +125,11 @@ func AlgorithmShapes() []Shape {
 				Config{Algorithm: FixedWindow, Limit: 20, Window: 2 * time.Second, ClockSkew: 30 * time.Second, ClockDrift: -time.Millisecond, Dialect: a.d},
 				10, 20, 20, 2*time.Second, 20),
 		)
+		if a.name == "github" || a.name == "ietf" { // the answers that state a reset
+			shapes = append(shapes, shape("sliding-window-counter-window-end-"+a.name,
+				"the same counter stating the end of its present window as its reset (Upstash); "+a.name,
+				Config{Algorithm: SlidingWindowCounter, Limit: 20, Window: 2 * time.Second, ResetAtWindowEnd: true, Dialect: a.d}, 10, 20, 20, 2*time.Second, 20))
+		}
 	}
 	return shapes
 }

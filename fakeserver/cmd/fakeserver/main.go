@@ -61,6 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		dialect   = fs.String("dialect", "retry-after", "rate-limit headers: "+strings.Join(fakeserver.DialectNames, ", "))
 		skew      = fs.Duration("skew", 0, "offset of the server's clock in Date and absolute times")
 		drift     = fs.Duration("drift", 0, "how much the server's clock gains each second (negative: loses), from its start")
+		windowEnd = fs.Bool("reset-at-window-end", false, "sliding-window-counter: state the end of the present window as the reset, not when the quota is full again")
 		key       = fs.String("key", "none", "what a limit applies to: none (one global limit), ip, or header:NAME")
 		maxKeys   = fs.Int("max-keys", 100000, "most keys tracked at once")
 		statsPath = fs.String("stats-path", fakeserver.DefaultStatsPath, "path of the JSON counters")
@@ -118,17 +119,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	srv := fakeserver.New(fakeserver.Config{
-		Algorithm:   alg,
-		Limit:       *rate,
-		Window:      *window,
-		Burst:       *burst,
-		ClockSkew:   *skew,
-		ClockDrift:  *drift,
-		Key:         keyFunc,
-		MaxKeys:     *maxKeys,
-		MaxInFlight: *maxInFlight,
-		Dialect:     d,
-		StatsPath:   *statsPath,
+		Algorithm:        alg,
+		Limit:            *rate,
+		Window:           *window,
+		Burst:            *burst,
+		ClockSkew:        *skew,
+		ClockDrift:       *drift,
+		ResetAtWindowEnd: *windowEnd,
+		Key:              keyFunc,
+		MaxKeys:          *maxKeys,
+		MaxInFlight:      *maxInFlight,
+		Dialect:          d,
+		StatsPath:        *statsPath,
 		Faults: fakeserver.Faults{
 			Outage:       shape,
 			OutageStatus: *outageStatus,
