@@ -305,7 +305,7 @@ func (k *keyState) earliestFor(now, n, cost int64, route string, own bool) int64
 		if k.window.dated {
 			// Its ends are instants on the server's clock: they move with
 			// the estimate of its offset, which Dates narrow.
-			if off, ok := k.host.clockOffset(); ok {
+			if off, ok := k.host.clockOffset(k.env.wall(d)); ok {
 				k.window.reclock(int64(off))
 			}
 		}
