@@ -44,11 +44,11 @@ var punishAnswers = []punishAnswer{
 }
 
 // TestPunishSweep runs one process with no limits configured against
-// servers that punish a violation, in virtual time (about 10 s of CPU for
-// its 900 rows), over servers (punishServers), answers (punishAnswers:
+// servers that punish a violation, in virtual time (about 20 s of CPU for
+// its 1800 rows), over servers (punishServers), answers (punishAnswers:
 // bare 429s; the block's end in Retry-After seconds; the window's wait;
 // quotas stated in X-RateLimit-* but nothing during a block; the block's
-// end to the millisecond in a 429 body), blocks of 2, 10 and 30 s, each
+// end to the millisecond in a 429 body), blocks of 2, 7.5, 10 and 30 s, each
 // restarted by a request in it or not, a ban of 5 minutes after 5
 // violations within a minute (403 and GitHub's message, with Retry-After:
 // "ra", or without: "body") or none, and 1, 8 or 32 workers. It logs a row each: blocks begun (the server's
@@ -66,7 +66,11 @@ var punishAnswers = []punishAnswer{
 // Retry-After or to the millisecond, is taken for a window's wait and met
 // every cycle (29 blocks in 300 requests against 10/s burst 10, 0.49 of
 // the least time; 11-19 against windows and logs of 20/s, 0.47-0.55; 20
-// against 60 a minute, 0.63). After a block the key resumes at what the
+// against 60 a minute, 0.63). One of 7.5 s stated to the millisecond
+// (not a whole second, so taken for a window's end) is met 3 times, and
+// the key then keeps to what the burst let through a wait: 0.13 of the
+// least time against 10/s burst 10 and windows of 20/s, 0.05-0.07
+// against 50/s burst 20 (0.68-0.77 stated in whole seconds). After a block the key resumes at what the
 // first burst let through a second, which is the rate of 10/s burst 10
 // and 2.5 times less than that of 50/s burst 20 (0.13-0.40 of the least
 // time after one block of 10-30 s). With a ban after 5 violations, 326
@@ -88,7 +92,7 @@ func TestPunishSweep(t *testing.T) {
 	var rows []string
 	for _, s := range punishServers {
 		for _, a := range punishAnswers {
-			for _, block := range []time.Duration{2 * time.Second, 10 * time.Second, 30 * time.Second} {
+			for _, block := range []time.Duration{2 * time.Second, 7500 * time.Millisecond, 10 * time.Second, 30 * time.Second} {
 				for _, ext := range []bool{false, true} {
 					for _, ban := range []string{"none", "ra", "body"} {
 						for _, workers := range []int{1, 8, 32} {
