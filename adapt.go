@@ -369,6 +369,9 @@ func (m *serverModel) observe(now int64, seq, sent uint64, sig *ratelimitheader.
 	if !m.rateStated && !m.window {
 		m.remeasure(now)
 	}
+	if m.window && sig.Throttled && sig.Reset > 0 && rec.seq == seq && m.turnedEmpty(now, rec, sig.Reset) {
+		m.slides()
+	}
 	if m.rate < minRate || m.window {
 		m.rate = 0
 	}
@@ -478,6 +481,35 @@ func (m *serverModel) judgeTrickle(seq uint64, throttled bool) {
 // bounds that resets read as a bucket's put on one.
 func (m *serverModel) takeWindows() {
 	m.window, m.early, m.lo, m.hi, m.rate = true, false, 0, 0, 0
+}
+
+// turnedEmpty reports whether rec, throttled, was counted in the present
+// window (its reset, after now, names resetSeen) before half the window's
+// quota had left since it turned (turnAt): a fixed window holds its whole
+// quota from its turn, so the reset stated says when the server restarts
+// its count, not when its quota comes back (a sliding window counter's end
+// of window, as Upstash states it: the previous window's count still
+// weighs after it).
+func (m *serverModel) turnedEmpty(now int64, rec *depRecord, reset time.Duration) bool {
+	if m.turnAt <= 0 || rec.at < m.turnAt || m.cap < 2 {
+		return false
+	}
+	if abs64(satAdd(now, int64(reset))-m.resetSeen) > m.answerResolution() {
+		return false // another window's
+	}
+	sent := 0
+	for i := range m.deps {
+		if d := &m.deps[i]; d.seq != 0 && d.seq < rec.seq && d.at >= m.turnAt {
+			sent++
+		}
+	}
+	return float64(sent) < m.cap/2
+}
+
+// slides makes a window's model a sliding window's: quota comes back
+// before the resets stated (see early), as the requests counted age out.
+func (m *serverModel) slides() {
+	m.window, m.early, m.coarse, m.lo, m.hi = false, true, true, 0, 0
 }
 
 // punished reports, at now, the first answer that states a quota after a

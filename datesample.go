@@ -99,7 +99,7 @@ const windowDatesEnough = 250 * time.Millisecond
 // wider than enough.
 func (k *keyState) sampleBefore(d, end int64, enough time.Duration) int64 {
 	s := &k.sample
-	lo, hi, ok := k.host.offsetBounds()
+	lo, hi, ok := k.host.offsetBounds(k.env.wall(d))
 	if !ok || hi-lo <= enough {
 		s.at = 0
 		return d

@@ -1,6 +1,7 @@
 package headway
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,9 +14,13 @@ import (
 type hostState struct {
 	name string // the host, as the URL names it
 
-	offsetNs  atomic.Int64 // the estimate of offset, for readers without the lock
-	hasOffset atomic.Bool
-	wantDates atomic.Bool // the offset is not known well yet: read every response's Date
+	offsetNs atomic.Int64 // the estimate of offset, for readers without the lock
+	offsetAt atomic.Int64 // when offsetNs was the estimate, Unix ns of ours (it ages: see clockOffset)
+	// knownUntil is when the offset's bounds, widening with age, are no
+	// longer known well (Unix ns of ours): Dates are read again.
+	knownUntil atomic.Int64
+	hasOffset  atomic.Bool
+	wantDates  atomic.Bool // the offset is not known well yet: read every response's Date
 	// msResets: an answer stated a reset to the millisecond (see
 	// resetPrecision).
 	msResets atomic.Bool
@@ -51,20 +56,23 @@ type hostState struct {
 	learning *atomic.Int64 // keyEnv.learningHosts
 }
 
-// clockOffset returns the estimated offset of the host's clock from ours.
-func (h *hostState) clockOffset() (time.Duration, bool) {
+// clockOffset returns the estimated offset of the host's clock from ours
+// at now (our clock): the estimate the bounds gave when last narrowed, less
+// what the clocks may have drifted apart since (see driftMost).
+func (h *hostState) clockOffset(now time.Time) (time.Duration, bool) {
 	if !h.hasOffset.Load() {
 		return 0, false
 	}
-	return time.Duration(h.offsetNs.Load()), true
+	return time.Duration(h.offsetNs.Load()) - drifted(now.UnixNano()-h.offsetAt.Load()), true
 }
 
 // offsetBounds returns the bounds on the offset of the host's clock from
-// ours, once a Date has been read.
-func (h *hostState) offsetBounds() (lo, hi time.Duration, ok bool) {
+// ours at now, once a Date has been read.
+func (h *hostState) offsetBounds(now time.Time) (lo, hi time.Duration, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.offset.lo, h.offset.hi, h.offset.n > 0
+	lo, hi = h.offset.bounds(now)
+	return lo, hi, h.offset.n > 0
 }
 
 // observeDate narrows the offset with a response whose Date is date, to a
@@ -72,11 +80,18 @@ func (h *hostState) offsetBounds() (lo, hi time.Duration, ok bool) {
 func (h *hostState) observeDate(date, sent, recv time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	was := h.learns()
 	h.offset.observe(date, sent, recv)
-	h.offsetNs.Store(int64(h.offset.estimate()))
+	h.offsetChanged()
+}
+
+// offsetChanged publishes the offset's new estimate. Called with h.mu held.
+func (h *hostState) offsetChanged() {
+	was := h.learns()
+	h.offsetNs.Store(int64(h.offset.lo))
+	h.offsetAt.Store(h.offset.at)
 	h.hasOffset.Store(true)
-	h.wantDates.Store(!h.offset.known())
+	h.wantDates.Store(!h.offset.known(time.Unix(0, h.offset.at)))
+	h.knownUntil.Store(h.offset.knownUntil())
 	switch now := h.learns(); {
 	case now && !was:
 		h.learning.Add(1)
@@ -101,6 +116,16 @@ func (h *hostState) learns() bool { return h.hasOffset.Load() && h.wantDates.Loa
 func (k *keyState) readsDate(seq uint64) bool {
 	h := k.host
 	if seq <= datesAbsent || seq%datesAbsent == 0 {
+		if now := k.env.wall(k.env.now()); !h.wantDates.Load() && h.hasOffset.Load() && now.UnixNano() > h.knownUntil.Load() {
+			// The bounds have widened with age: narrow them again.
+			h.mu.Lock()
+			was := h.learns()
+			h.wantDates.Store(!h.offset.known(now))
+			if h.learns() && !was {
+				h.learning.Add(1)
+			}
+			h.mu.Unlock()
+		}
 		return h.wantDates.Load()
 	}
 	return k.env.learningHosts.Load() != 0 && h.learns()
@@ -114,22 +139,58 @@ const datesAbsent = 64
 // interval of a little over a second; intersecting the intervals of many
 // responses narrows it. Absolute times in headers are then measured
 // against our clock plus the offset, not against one coarse Date.
+//
+// Two clocks that keep time apart drift apart: bounds narrowed once hold
+// only as long as neither moves. So the bounds widen with their age by
+// what clocks drift at most (driftMost), and Dates are read again when
+// they have widened (see knownUntil). Without it, a server whose clock
+// lost half a millisecond a second (as NTP slews one) fell behind the
+// estimate, which only a Date contradicting the bounds moved: every
+// worker was sent a little before a window turned, and the bounds began
+// again from a second's width: GitHub's windows of 100 per 10 s came out
+// at 0.75 of the least time over a minute, with 32 throttles in a window.
 type clockOffset struct {
 	lo, hi time.Duration
 	n      int
+	at     int64         // when lo and hi were the bounds, Unix ns of ours
+	best   time.Duration // the narrowest the bounds have been
+}
+
+// driftMost is how fast two clocks may drift apart, and the bounds on
+// their offset widen: a millisecond a second, twice what NTP slews a
+// clock by at most. A clock that drifts faster, or one that is set, is
+// caught only by a Date that contradicts the bounds.
+const driftMost = time.Millisecond
+
+// drifted returns how far two clocks may have drifted apart in d
+// nanoseconds (0 if d is not positive).
+func drifted(d int64) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(d / int64(time.Second/driftMost))
+}
+
+// bounds returns the bounds at now: widened by what the clocks may have
+// drifted since they were narrowed.
+func (c *clockOffset) bounds(now time.Time) (lo, hi time.Duration) {
+	d := drifted(now.UnixNano() - c.at)
+	return c.lo - d, c.hi + d
 }
 
 // observe narrows the offset with a response whose Date is date, to a
 // request sent at sent and answered at recv (our clock).
 func (c *clockOffset) observe(date, sent, recv time.Time) {
 	lo, hi := date.Sub(recv), date.Add(time.Second).Sub(sent)
-	if c.n == 0 || lo > c.hi || hi < c.lo {
+	clo, chi := c.bounds(recv)
+	if c.n == 0 || lo > chi || hi < clo {
 		// The first response, or one that contradicts the others: a clock
 		// was set. Start again from it.
-		c.lo, c.hi, c.n = lo, hi, 1
+		c.lo, c.hi, c.n, c.at, c.best = lo, hi, 1, recv.UnixNano(), hi-lo
 		return
 	}
-	c.lo, c.hi, c.n = max(c.lo, lo), min(c.hi, hi), c.n+1
+	c.lo, c.hi, c.n, c.at = max(clo, lo), min(chi, hi), c.n+1, max(recv.UnixNano(), c.at)
+	c.best = min(c.best, c.hi-c.lo)
 }
 
 // datesEnough is the width of the bounds, and datesMost the number of
@@ -141,16 +202,39 @@ const (
 	datesMost   = 256
 )
 
-// known reports whether the bounds are narrow enough, or have been
-// narrowed by enough Dates, that more need not be read.
-func (c *clockOffset) known() bool { return c.hi-c.lo <= datesEnough || c.n >= datesMost }
+// known reports whether the bounds are narrow enough at now, or have been
+// narrowed by enough Dates (and have not widened with age by more than
+// datesEnough since), that more need not be read.
+func (c *clockOffset) known(now time.Time) bool {
+	lo, hi := c.bounds(now)
+	return hi-lo <= datesEnough || (c.n >= datesMost && hi-lo <= c.best+datesEnough)
+}
 
-// estimate returns the offset to measure absolute times against: the
-// lowest the bounds allow. The server's clock is then never taken to be
+// knownUntil returns when, at the latest, the bounds widen with age past
+// what known accepts (Unix ns of ours); math.MinInt64 if they are not
+// known now.
+func (c *clockOffset) knownUntil() int64 {
+	most := datesEnough
+	if c.n >= datesMost {
+		most = max(most, c.best+datesEnough)
+	}
+	spare := most - (c.hi - c.lo)
+	if spare < 0 {
+		return math.MinInt64
+	}
+	// Each bound moves driftMost a second: the width, twice that.
+	return c.at + int64(spare)/2*int64(time.Second/driftMost)
+}
+
+// estimate returns the offset to measure absolute times against at now:
+// the lowest the bounds allow. The server's clock is then never taken to be
 // ahead of where it may be, so a wait until an absolute instant is never
 // cut short; it is long by at most the width of the bounds, which narrows
 // as responses come.
-func (c *clockOffset) estimate() time.Duration { return c.lo }
+func (c *clockOffset) estimate(now time.Time) time.Duration {
+	lo, _ := c.bounds(now)
+	return lo
+}
 
 // hostTable holds the hostStates that keys point to, and drops each when
 // its last key goes.

@@ -309,7 +309,7 @@ func (k *keyState) earliestFor(now, n, cost int64, route string, own bool) int64
 		if k.window.dated {
 			// Its ends are instants on the server's clock: they move with
 			// the estimate of its offset, which Dates narrow.
-			if off, ok := k.host.clockOffset(); ok {
+			if off, ok := k.host.clockOffset(k.env.wall(d)); ok {
 				k.window.reclock(int64(off))
 			}
 		}
@@ -1129,11 +1129,22 @@ func (k *keyState) cut(b bareThrottle) {
 		n, span, known = k.model.sentSince(pausedTill, seq)
 		n++ // seq too: it found less than one left, so the rate is under (n+1-burst)/span
 	}
+	try := false
 	if k.strikes != nil && seq > k.strikes.after {
 		// A try, alone after a pause, throttled again: what was sent
 		// says nothing of the rate (a block goes on); the cut is from
 		// the pace the key had.
 		known = false
+		// Sent after a pause (the wait the server named, or the
+		// strikes'), it measures no cycle either, from the wait's end
+		// or a block's (see cycleRate): the key sent nothing else
+		// meanwhile, and the cycle let nothing through. (After a ban of
+		// 5 minutes answered with 403s that named a minute, a key that
+		// took its first try's 403 for the cycle since the block its
+		// first burst began went on at 0.5/s where it had paced 9/s:
+		// 17m38s for 300 requests, not 7m35s.)
+		try = k.strikes.paused
+		b.atKnown = b.atKnown && !try
 	}
 	afterPause := known && pausedTill > now-int64(time.Second)
 	if b.hasWait {
@@ -1142,7 +1153,7 @@ func (k *keyState) cut(b bareThrottle) {
 			k.pacer.pause(satAdd(now, int64(b.wait)))
 		}
 	}
-	if r, ok := k.aimd.cycleRate(seq, k.model.sentSince); ok && k.aimd.active {
+	if r, ok := k.aimd.cycleRate(seq, k.model.sentSince); ok && k.aimd.active && !try {
 		// The first throttle since a block ended: the cycle from its end
 		// measures the rate, over its whole span (the last second alone
 		// measured the pace it was thrown at, up to twice the rate in

@@ -35,25 +35,49 @@ func overloadRun(t *testing.T, cfg fakeserver.Config, rate float64, burst, n, wo
 // flood, like a host gone down (see overloads in overload.go): 400
 // requests from 32 workers, against a bucket of 20 a second, met
 // 3844-4044 of them. Taken, after a trial, for a limit's throttles, they
-// are 41-132 (12 runs); where the trial fails, the floods leave at a ramp,
-// and the trial is not tried again for a while.
+// are 60-281 (20 runs); where the trial fails, the floods leave at a ramp,
+// and the trial is not tried again for a while. Against windows, a trial
+// that began in a window the floods had spent, or that measured its pace
+// over a few hundredths of a second, failed: 571-628 of them in 5 runs of
+// 20 (fixed window), 878-1161 in 3 (sliding), where the others met 53-256.
+// They are now 54-231 and 53-214.
 func TestFloodsOf503sAreTakenForALimit(t *testing.T) {
-	cfg := fakeserver.Config{Limit: 20, Burst: 10, Dialect: bare503{}, Faults: fakeserver.Faults{Latency: 20 * time.Millisecond}}
-	var got []int64
-	for range 7 {
-		r, _ := overloadRun(t, cfg, 20, 10, 400, 32)
-		got = append(got, r.throttled)
-		if r.efficiency < 0.6 {
-			t.Errorf("efficiency %.3f, want 0.6 at least", r.efficiency)
-		}
-		if r.throttled > 2500 {
-			t.Errorf("%d 503s for 400 requests: each flood's held queue went at once", r.throttled)
-		}
-	}
-	slices.Sort(got)
-	t.Logf("503s over 7 runs: %v", got)
-	if med := got[len(got)/2]; med > 400 {
-		t.Errorf("median of %d 503s for 400 requests over 7 runs, want 400 at most: %v", med, got)
+	for _, c := range []struct {
+		alg      fakeserver.Algorithm
+		most     int64 // in any run
+		over     int64 // in more than one run
+		median   int64
+		minEffic float64
+	}{
+		{fakeserver.TokenBucket, 2500, 2500, 400, 0.6},
+		{fakeserver.FixedWindow, 1500, 600, 300, 0.6},
+		{fakeserver.SlidingWindow, 1500, 600, 300, 0.6},
+	} {
+		t.Run(c.alg.String(), func(t *testing.T) {
+			cfg := fakeserver.Config{Algorithm: c.alg, Limit: 20, Burst: 10, Dialect: bare503{},
+				Faults: fakeserver.Faults{Latency: 20 * time.Millisecond}}
+			var got []int64
+			for range 7 {
+				r, _ := overloadRun(t, cfg, 20, 10, 400, 32)
+				got = append(got, r.throttled)
+				if r.efficiency < c.minEffic {
+					t.Errorf("efficiency %.3f, want %.1f at least", r.efficiency, c.minEffic)
+				}
+			}
+			slices.Sort(got)
+			t.Logf("503s over 7 runs: %v", got)
+			if got[len(got)-1] > c.most {
+				t.Errorf("%d 503s for 400 requests in one run, want %d at most: the trial failed, or each flood's held queue went at once: %v",
+					got[len(got)-1], c.most, got)
+			}
+			if got[len(got)-2] > c.over {
+				t.Errorf("%d runs of 7 met more than %d 503s for 400 requests, want one at most: %v",
+					len(got)-slices.IndexFunc(got, func(n int64) bool { return n > c.over }), c.over, got)
+			}
+			if med := got[len(got)/2]; med > c.median {
+				t.Errorf("median of %d 503s for 400 requests over 7 runs, want %d at most: %v", med, c.median, got)
+			}
+		})
 	}
 }
 

@@ -380,3 +380,58 @@ func TestABlockStatedInRetryAfterIsNotTakenForAWindow(t *testing.T) {
 		}
 	}
 }
+
+// A key with no limits meets a ban of 5 minutes after 5 violations (a
+// block of 10 s begun by its first burst, and the burst's requests in
+// flight into it), answered with 403s whose body names a secondary rate
+// limit and no Retry-After (the root reads a minute in it, as GitHub
+// asks). Its tries after each minute are refused until the ban ends; they
+// measure no rate, and the key goes on after it at the pace it had. (It
+// took the first try's 403 for the cycle since the block's end, which
+// let nothing through in 50 s, and crawled at 0.5/s for the rest: a
+// request in the last second, 17m38s for 300 requests, in about half
+// the runs with 8 workers.)
+func TestABanAfterABlockLeavesThePaceAsItWas(t *testing.T) {
+	ban := fakeserver.Penalty{Block: 10 * time.Second, BanAfter: 5,
+		BanBody: `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}`}
+	for _, workers := range []int{8, 16, 32} {
+		t.Run(fmt.Sprint(workers), func(t *testing.T) {
+			// How the first burst's answers come back decides which try
+			// came first: several runs.
+			for range 8 {
+				synctest.Test(t, func(t *testing.T) {
+					r := penaltyRun(t, penaltyServer(ban), 300, workers, 0, penaltyRetry)
+					t.Logf("%v", r)
+					assert.Zero(t, r.failed, "%v", r.errs)
+					assert.LessOrEqual(t, r.st.Bans, int64(1))
+					// The bucket's 10 a second, or 9 at the pace kept.
+					assert.GreaterOrEqual(t, r.lastSecond, 8, "back at its pace after the ban")
+				})
+			}
+		})
+	}
+}
+
+// A key with no limits, against fixed windows and logs of 20 a second
+// that block a violation for 2 s and answer in it with the window's wait
+// (Retry-After: 1): the first try after that wait is refused, and is no
+// cycle that measures a rate: the key meets the block its first burst
+// begins and one more at most. (Taken for a cycle since the wait, which
+// let nothing through, it set the pace, and the key met 3.)
+func TestATryRefusedAfterTheWaitNamedMeasuresNoCycle(t *testing.T) {
+	for _, alg := range []fakeserver.Algorithm{fakeserver.FixedWindow, fakeserver.SlidingWindow} {
+		for _, workers := range []int{1, 8, 32} {
+			t.Run(fmt.Sprintf("%v/%d", alg, workers), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					srv := fakeserver.New(fakeserver.Config{Algorithm: alg, Limit: 20, Window: time.Second,
+						Penalty: fakeserver.Penalty{Block: 2 * time.Second, BlockStates: fakeserver.StateWindow},
+						Faults:  fakeserver.Faults{Latency: 5 * time.Millisecond}})
+					r := penaltyRun(t, srv, 400, workers, 0, penaltyRetry)
+					t.Logf("%v", r)
+					assert.Zero(t, r.failed, "%v", r.errs)
+					assert.LessOrEqual(t, r.st.Rejected, int64(2), "blocks begun")
+				})
+			})
+		}
+	}
+}

@@ -43,6 +43,9 @@ type strikes struct {
 	pause  int64  // the pause after the last strike
 	trying bool   // a try is in flight
 	try    uint64 // its departure number
+	// paused: the next try leaves after a pause, the wait the last strike
+	// named or a pause of the strikes, not at once at the pace.
+	paused bool
 }
 
 // strikesIdle reports, under k.mu, whether k's strikes, if any, can be
@@ -107,6 +110,7 @@ func (k *keyState) strike(now int64, seq uint64, sig *ratelimitheader.Signal, wa
 	}
 	s.n++
 	s.after = k.sent
+	s.paused = s.n > 1 || w > 0
 	if s.n == 1 {
 		s.pause = max(w, int64(k.strikeInitial()))
 		s.next = satAdd(now, w)

@@ -807,7 +807,7 @@ func (t *Transport) observeSignal(ctx context.Context, k *keyState, dep *departu
 		in.Body = peek(resp, maxPeek)
 	}
 	in.Now = time.Now()
-	off, ok := k.host.clockOffset()
+	off, ok := k.host.clockOffset(in.Now)
 	if ok {
 		in.ServerNow = in.Now.Add(off)
 	}

@@ -152,7 +152,7 @@ func TestTheClockOffsetIsLearnedFromEveryDateUntilKnown(t *testing.T) {
 		}
 		h := tr.hosts.get("api.test")
 		defer tr.hosts.put("api.test", h)
-		off, ok := h.clockOffset()
+		off, ok := h.clockOffset(time.Now())
 		require.True(t, ok)
 		assert.InDelta(t, float64(skew), float64(off), float64(50*time.Millisecond))
 		assert.LessOrEqual(t, off, skew, "never ahead of the server")

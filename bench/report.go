@@ -91,8 +91,8 @@ func Report(results []Result, s Scenario, m Machine, took time.Duration) string 
 		p("after the first (`fakeserver.Observer.WorstWindow`); \"sent inside a known wait\" counts the requests headway handed to its base after a ")
 		p("rejection naming a wait had reached it and before that wait ended (`fakeserver.Observer.Known`). The retry-after-only row runs 80 s of work too: ")
 		p("a client that must learn an unstated rate while obeying whole-second waits reaches at most 12/13 of the least time in 12 s (see `bench.ShapeNs`). ")
-		p("The servers (`fakeserver.RoundedShapes`, `fakeserver.SparseShapes`):\n\n")
-		for _, sh := range append(fakeserver.RoundedShapes(), fakeserver.SparseShapes()...) {
+		p("The servers (`fakeserver.RoundedShapes`, `fakeserver.SparseShapes`, `fakeserver.AlgorithmShapes`):\n\n")
+		for _, sh := range append(append(fakeserver.RoundedShapes(), fakeserver.SparseShapes()...), fakeserver.AlgorithmShapes()...) {
 			p("- `%s`: %s.\n", sh.Name, sh.Says)
 		}
 		p("\n")

@@ -101,7 +101,8 @@ func RunShape(sh fakeserver.Shape, n, workers int, limited bool) (ShapeResult, e
 // the server's pace after its burst.
 func ShapeN(sh fakeserver.Shape) int { return sh.Burst + int(12*sh.Rate) }
 
-// ShapeNs are the lengths of the runs against sh: ShapeN, and for a
+// ShapeNs are the lengths of the runs against sh: ShapeN (a minute of
+// its pace for a server whose clock drifts), and for a
 // server that says nothing but Retry-After, 80 s of its pace too. Each of
 // its throttles costs the refill its bucket cannot hold while the key
 // waits (a second of 20/s less a burst of 10: 10 requests), and a key that
@@ -109,6 +110,10 @@ func ShapeN(sh fakeserver.Shape) int { return sh.Burst + int(12*sh.Rate) }
 // measure it): at most 12/13 = 0.923 of the least time at ShapeN, 0.988
 // over 80 s (see TestSparseShapes in the root module).
 func ShapeNs(sh fakeserver.Shape) []int {
+	if sh.Config.ClockDrift != 0 {
+		// A drift shows over time: a minute of the server's pace.
+		return []int{sh.Burst + int(60*sh.Rate)}
+	}
 	if sh.Name == "retry-after-only" {
 		return []int{ShapeN(sh), sh.Burst + int(80*sh.Rate)}
 	}

@@ -21,7 +21,8 @@ var (
 
 // TestShapes runs headway over real loopback against the servers of
 // fakeserver.RoundedShapes (with no limit and with the published one) and
-// fakeserver.SparseShapes (with no limit), with 8 and 32 workers, each
+// fakeserver.SparseShapes and AlgorithmShapes (with no limit), with 8 and
+// 32 workers, each
 // -runs times, and prints the table; with -write it writes shapes.md, which
 // TestTable -write puts into BENCHMARKS.md:
 //
@@ -50,7 +51,7 @@ func TestShapes(t *testing.T) {
 				}
 			}
 		}
-		for _, sh := range fakeserver.SparseShapes() {
+		for _, sh := range append(fakeserver.SparseShapes(), fakeserver.AlgorithmShapes()...) {
 			if !strings.Contains(sh.Name, *only) {
 				continue
 			}

@@ -25,11 +25,11 @@ const (
 	// and its level, as Shopify reports it, are modelled directly.
 	LeakyBucket
 
-	// FixedWindow admits Limit requests in each window [k·Window, (k+1)·Window)
-	// of Unix time on the server's clock (ClockSkew included, as a real
-	// server counts on its own clock), so windows of a second start on the
-	// server's whole seconds. A client can get 2·Limit requests through in
-	// one Window across a boundary.
+	// FixedWindow admits Limit requests in each window [k·Window,
+	// (k+1)·Window) of Unix time on the server's clock (ClockSkew and
+	// ClockDrift included, as a real server counts on its own clock), so
+	// windows of a second start on the server's whole seconds. A client
+	// can get 2·Limit requests through in one Window across a boundary.
 	FixedWindow
 
 	// SlidingWindow admits a request at t if fewer than Limit requests were
@@ -37,9 +37,30 @@ const (
 	// two-counter approximation: it keeps the times of the last Limit
 	// admitted requests of each key (8 bytes each).
 	SlidingWindow
+
+	// SlidingWindowCounter is the usual approximation of a sliding window
+	// (Cloudflare's, and that of many limiters over Redis): it counts the
+	// admitted requests of each fixed window of the server's clock, as
+	// FixedWindow does, and admits a request at a fraction f of the
+	// current window if prev·(1-f) + curr < Limit, where prev and curr are
+	// the counts of the previous window and of this one so far. It admits
+	// Limit at once on a rested key, then about Limit per Window, spread
+	// over each window as the previous one's weight fades; exact to the
+	// nanosecond (in integers). Remaining is the number of requests the
+	// inequality admits right now.
+	SlidingWindowCounter
+
+	// AnchoredWindow admits Limit requests per window, each window of a
+	// key beginning at the first request that arrives after the last one
+	// ended, not on the clock: a Redis INCR with an EXPIRE set at the
+	// first (many Express and API-gateway limiters), GitHub's hourly
+	// window. A client that waits out a window and comes back at once
+	// meets no boundary burst, and one that comes back late pushes every
+	// window after it later.
+	AnchoredWindow
 )
 
-var algorithmNames = []string{"token-bucket", "leaky-bucket", "fixed-window", "sliding-window"}
+var algorithmNames = []string{"token-bucket", "leaky-bucket", "fixed-window", "sliding-window", "sliding-window-counter", "anchored-window"}
 
 // String returns the algorithm's name as ParseAlgorithm accepts it, such as
 // "token-bucket".
@@ -51,7 +72,8 @@ func (a Algorithm) String() string {
 }
 
 // ParseAlgorithm returns the Algorithm named s: "token-bucket",
-// "leaky-bucket" (or "gcra"), "fixed-window" or "sliding-window".
+// "leaky-bucket" (or "gcra"), "fixed-window", "sliding-window",
+// "sliding-window-counter" or "anchored-window".
 func ParseAlgorithm(s string) (Algorithm, error) {
 	s = strings.ToLower(strings.TrimSpace(s))
 	if s == "gcra" {
@@ -100,10 +122,34 @@ type Config struct {
 
 	// ClockSkew is added to the server's clock wherever it is shown to the
 	// client: the Date header of every response, HTTP dates and epoch
-	// timestamps in rate-limit headers, and the boundaries of FixedWindow.
-	// The other limiters measure only spans of Now. A positive skew makes
-	// the server's clock run ahead of the client's.
+	// timestamps in rate-limit headers, and the boundaries of FixedWindow
+	// and SlidingWindowCounter. The other limiters measure only spans of
+	// the server's clock. A positive skew makes the server's clock run
+	// ahead of the client's.
 	ClockSkew time.Duration
+
+	// ClockDrift is how much the server's clock gains on Now each second
+	// (a negative drift loses): its skew is ClockSkew + ClockDrift·(t -
+	// DriftFrom) in seconds, as a clock no one keeps in step drifts, or
+	// one that NTP slews does. Every limiter runs on the server's clock,
+	// so a server that gains 10 ms a second counts its windows 1 % short
+	// and refills 1 % fast in Now's time; Dates and stated instants are
+	// on it too, so a client's estimate of the offset goes stale.
+	// Stats and Config.TellWaits stay on Now's clock. It is bounded to
+	// less than a second a second either way. Zero means none.
+	ClockDrift time.Duration
+
+	// DriftFrom is when the server's skew is ClockSkew. The zero value
+	// means when New is called.
+	DriftFrom time.Time
+
+	// ResetAtWindowEnd makes a SlidingWindowCounter state the end of its
+	// present fixed window as the time its quota is reset (State.ResetAfter),
+	// as Upstash's and many limiters over Redis do, instead of when its
+	// quota is back in full (up to two windows on). The window's end is
+	// no reset: after it the previous window's count still weighs, and a
+	// client that takes it for one is throttled.
+	ResetAtWindowEnd bool
 
 	// StatedLimit and StatedWindow are the policy the Dialect publishes
 	// (State.Limit and State.Window), when the server states another limit
@@ -263,6 +309,7 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	cfg.ClockDrift = clampDrift(cfg.ClockDrift)
 	if cfg.MaxKeys <= 0 {
 		cfg.MaxKeys = 100000
 	}

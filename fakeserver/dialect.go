@@ -45,8 +45,9 @@ type State struct {
 	// RetryAfter is, for a rejected request, the exact time until the same
 	// request would be admitted; zero for an admitted one.
 	RetryAfter time.Duration
-	// Now is the server's clock, ClockSkew included: the time to measure
-	// absolute timestamps against, and the time in the Date header.
+	// Now is the server's clock, ClockSkew and ClockDrift included: the
+	// time to measure absolute timestamps against, and the time in the
+	// Date header.
 	Now time.Time
 	// Global reports that the request was rejected by the global limit
 	// (Config.Global), not its key's: the other fields describe the global

@@ -1,8 +1,10 @@
 // Package fakeserver is a fake rate-limited HTTP API, for testing,
 // benchmarking and demonstrating HTTP clients that must respect rate limits.
 //
-// A Server admits requests with one of four exact limiter algorithms
-// (TokenBucket, LeakyBucket, FixedWindow, SlidingWindow), answers the rest
+// A Server admits requests with one of six exact limiter algorithms
+// (TokenBucket, LeakyBucket, FixedWindow, SlidingWindow,
+// SlidingWindowCounter, AnchoredWindow), on a clock that may be skewed and
+// drift (Config.ClockSkew, Config.ClockDrift), answers the rest
 // as a real provider would (see Dialect: bare 429s, Retry-After, the IETF
 // RateLimit headers, GitHub, OpenAI, Shopify, Discord), can fail on purpose
 // (see Faults and Server.SetOutage), and counts what it did (see Stats and

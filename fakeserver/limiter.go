@@ -8,7 +8,9 @@ import (
 
 // A limiter is the pure core of one key's rate limit. It takes the time as an
 // argument and does integer arithmetic only, so its answers are exact and
-// repeatable. It is not safe for concurrent use; the Server serializes calls.
+// repeatable. The time is the server's clock (serverClock), and so are the
+// durations it answers. It is not safe for concurrent use; the Server
+// serializes calls.
 type limiter interface {
 	// take decides on one request arriving at now (Unix nanoseconds).
 	take(now int64) decision
@@ -29,21 +31,29 @@ type decision struct {
 
 // newLimiter returns the limiter of one key of cfg.
 func newLimiter(cfg *Config) limiter {
-	return newLimiterOf(cfg.Algorithm, cfg.Limit, cfg.Window, cfg.Burst, cfg.ClockSkew)
+	lim := newLimiterOf(cfg.Algorithm, cfg.Limit, cfg.Window, cfg.Burst)
+	if wc, ok := lim.(*windowCounter); ok {
+		wc.windowEnd = cfg.ResetAtWindowEnd
+	}
+	return lim
 }
 
 // newLimiterOf returns a limiter of alg for limit requests per window, with
-// the given burst; a fixed window's boundaries fall on multiples of window
-// of the server's clock, skew ahead of the limiter's.
-func newLimiterOf(alg Algorithm, limit int, window time.Duration, burst int, skew time.Duration) limiter {
+// the given burst; the windows of FixedWindow and SlidingWindowCounter
+// begin on multiples of window of the time it is given.
+func newLimiterOf(alg Algorithm, limit int, window time.Duration, burst int) limiter {
 	n, w, b := int64(limit), int64(window), int64(burst)
 	switch alg {
 	case LeakyBucket:
 		return newGCRA(n, w, b)
 	case FixedWindow:
-		return &fixedWindow{n: n, w: w, skew: int64(skew), start: math.MinInt64}
+		return &fixedWindow{n: n, w: w, start: math.MinInt64}
 	case SlidingWindow:
 		return &slidingLog{n: n, w: w}
+	case SlidingWindowCounter:
+		return &windowCounter{n: n, w: w, k: math.MinInt64}
+	case AnchoredWindow:
+		return &anchoredWindow{n: n, w: w, start: math.MinInt64}
 	default:
 		return &tokenBucket{n: n, w: w, burst: b, tokens: b, last: math.MinInt64}
 	}
@@ -184,17 +194,15 @@ func (g *gcra) idle(now int64) bool {
 	return !g.started || g.tat.ceil() <= now
 }
 
-// fixedWindow admits n requests in each window [k·w, (k+1)·w) of Unix time
-// on the server's clock, skew ahead of now.
+// fixedWindow admits n requests in each window [k·w, (k+1)·w) of Unix time.
 type fixedWindow struct {
 	n, w  int64
-	skew  int64
-	start int64 // start of the current window, on now's clock
+	start int64 // start of the current window
 	count int64
 }
 
 func (fw *fixedWindow) take(now int64) decision {
-	if start := now - floorMod(now+fw.skew, fw.w); start != fw.start {
+	if start := now - floorMod(now, fw.w); start != fw.start {
 		fw.start, fw.count = start, 0
 	}
 	d := decision{capacity: int(fw.n)}
@@ -214,7 +222,120 @@ func (fw *fixedWindow) take(now int64) decision {
 }
 
 func (fw *fixedWindow) idle(now int64) bool {
-	return fw.count == 0 || now-floorMod(now+fw.skew, fw.w) != fw.start
+	return fw.count == 0 || now-floorMod(now, fw.w) != fw.start
+}
+
+// windowCounter is the sliding window counter: the counts of admitted
+// requests in the fixed windows [k·w, (k+1)·w), the previous one weighted by
+// the part of it still inside the sliding window. A request at e into
+// window k is admitted if prev·(w-e) + curr·w < n·w (all in units of 1/w
+// request, so exact): prev·(w-e) < (n-curr)·w, each side at most n·w.
+type windowCounter struct {
+	n, w       int64
+	k          int64 // index of the current window
+	prev, curr int64 // admitted in window k-1 and in window k
+	windowEnd  bool  // resetAfter is the end of window k (Config.ResetAtWindowEnd)
+}
+
+// roll moves the counts to now's window, and returns how far into it now is.
+func (wc *windowCounter) roll(now int64) int64 {
+	e := floorMod(now, wc.w)
+	k := (now - e) / wc.w
+	switch {
+	case k == wc.k:
+	case k == wc.k+1 && wc.k != math.MinInt64:
+		wc.prev, wc.curr = wc.curr, 0
+	default: // further on, the first request, or a clock that went back
+		wc.prev, wc.curr = 0, 0
+	}
+	wc.k = k
+	return e
+}
+
+// fadeBy returns the first point e' of a window, from 0, at which a
+// previous count prev weighs less than x: prev·(w-e') < x. It is w or more
+// when no point of the window is.
+func (wc *windowCounter) fadeBy(prev, x int64) int64 {
+	switch {
+	case prev*wc.w < x:
+		return 0
+	case prev == 0: // x <= 0: nothing weighs less
+		return wc.w
+	}
+	return (prev*wc.w-x)/prev + 1
+}
+
+func (wc *windowCounter) take(now int64) decision {
+	e := wc.roll(now)
+	d := decision{capacity: int(wc.n)}
+	weight := wc.prev * (wc.w - e)
+	if wc.curr < wc.n && weight < (wc.n-wc.curr)*wc.w {
+		wc.curr++
+		d.allowed = true
+	}
+	// The j-th more request is admitted now while weight < (n-curr-j+1)·w.
+	if a := (wc.n-wc.curr)*wc.w - weight; a > 0 {
+		d.remaining = int(ceilDiv(a, wc.w))
+	}
+	left := wc.w - e // until the next window
+	// Back to n: a window with no count of its own whose previous one
+	// weighs less than one request.
+	switch {
+	case wc.windowEnd:
+		d.resetAfter = time.Duration(left)
+	case wc.curr == 0:
+		d.resetAfter = time.Duration(max(wc.fadeBy(wc.prev, wc.w)-e, 0))
+	default:
+		d.resetAfter = time.Duration(left + wc.fadeBy(wc.curr, wc.w))
+	}
+	if d.remaining == 0 {
+		if f := wc.fadeBy(wc.prev, (wc.n-wc.curr)*wc.w); wc.curr < wc.n && f < wc.w {
+			d.nextAfter = time.Duration(f - e) // this window, as prev fades
+		} else {
+			d.nextAfter = time.Duration(left + wc.fadeBy(wc.curr, wc.n*wc.w))
+		}
+	}
+	if !d.allowed {
+		d.retryAfter = d.nextAfter
+	}
+	return d
+}
+
+func (wc *windowCounter) idle(now int64) bool {
+	wc.roll(now)
+	return wc.prev == 0 && wc.curr == 0
+}
+
+// anchoredWindow admits n requests in each window [start, start+w), where
+// start is the first request after the last window ended.
+type anchoredWindow struct {
+	n, w  int64
+	start int64
+	count int64
+}
+
+func (aw *anchoredWindow) take(now int64) decision {
+	if aw.start == math.MinInt64 || now >= aw.start+aw.w || now < aw.start {
+		aw.start, aw.count = now, 0
+	}
+	d := decision{capacity: int(aw.n)}
+	if aw.count < aw.n {
+		aw.count++
+		d.allowed = true
+	}
+	d.remaining = int(aw.n - aw.count)
+	d.resetAfter = time.Duration(aw.start + aw.w - now)
+	if d.remaining == 0 {
+		d.nextAfter = d.resetAfter
+	}
+	if !d.allowed {
+		d.retryAfter = d.nextAfter
+	}
+	return d
+}
+
+func (aw *anchoredWindow) idle(now int64) bool {
+	return aw.start == math.MinInt64 || now >= aw.start+aw.w || now < aw.start
 }
 
 // slidingLog admits a request at t if fewer than n requests were admitted in

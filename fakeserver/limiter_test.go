@@ -122,7 +122,7 @@ func TestBucketsAgree(t *testing.T) {
 // no window of length Window ever admits more than the algorithm allows.
 func TestObeyingRetryAfterIsAdmitted(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, alg := range []Algorithm{TokenBucket, LeakyBucket, FixedWindow, SlidingWindow} {
+	for _, alg := range []Algorithm{TokenBucket, LeakyBucket, FixedWindow, SlidingWindow, SlidingWindowCounter, AnchoredWindow} {
 		t.Run(alg.String(), func(t *testing.T) {
 			for range 50 {
 				cfg := Config{
@@ -151,7 +151,7 @@ func TestObeyingRetryAfterIsAdmitted(t *testing.T) {
 				switch alg {
 				case TokenBucket, LeakyBucket:
 					most = cfg.Burst + cfg.Limit
-				case FixedWindow:
+				case FixedWindow, SlidingWindowCounter, AnchoredWindow:
 					most = 2 * cfg.Limit
 				}
 				assert.LessOrEqual(t, peak(admitted, int64(cfg.Window)), most, "%+v", cfg)
@@ -161,7 +161,7 @@ func TestObeyingRetryAfterIsAdmitted(t *testing.T) {
 }
 
 func TestParseAlgorithm(t *testing.T) {
-	for _, alg := range []Algorithm{TokenBucket, LeakyBucket, FixedWindow, SlidingWindow} {
+	for _, alg := range []Algorithm{TokenBucket, LeakyBucket, FixedWindow, SlidingWindow, SlidingWindowCounter, AnchoredWindow} {
 		got, err := ParseAlgorithm(alg.String())
 		require.NoError(t, err)
 		assert.Equal(t, alg, got)

@@ -29,22 +29,31 @@ import (
 type Observer struct {
 	base     http.RoundTripper
 	cfg      Config
+	clock    serverClock
 	mu       sync.Mutex
 	waits    map[string]int64 // "k" or "t" and a key or token: when its known wait ends, Unix ns
+	anchors  map[string]anchor
 	known    int64
 	throttle []throttle
 }
 
-// throttle is a throttled request: when it left, and the scope of o.waits
-// it was throttled in (its key's, or its token's for a global limit).
+// throttle is a throttled request: when it left, the scope of o.waits it
+// was throttled in (its key's, or its token's for a global limit), and
+// for an AnchoredWindow server, the key's window it left in.
 type throttle struct {
-	at    time.Time
-	scope string
+	at     time.Time
+	scope  string
+	window int64
 }
+
+// anchor is the window of one key of an AnchoredWindow server, as the
+// requests leaving say it is: the n-th began at start (Unix ns).
+type anchor struct{ start, n int64 }
 
 // NewObserver returns an Observer of the requests base sends to s.
 func NewObserver(s *Server, base http.RoundTripper) *Observer {
-	return &Observer{base: base, cfg: s.Config(), waits: make(map[string]int64)}
+	cfg := s.Config()
+	return &Observer{base: base, cfg: cfg, clock: cfg.clock(cfg.DriftFrom), waits: make(map[string]int64), anchors: make(map[string]anchor)}
 }
 
 // RoundTrip sends req through the Observer's base, noting what it learns.
@@ -52,8 +61,19 @@ func (o *Observer) RoundTrip(req *http.Request) (*http.Response, error) {
 	key, token := o.scopes(req)
 	at := o.cfg.Now()
 	o.mu.Lock()
-	if t := at.UnixNano(); t < o.waits[key] || t < o.waits[token] {
+	t := at.UnixNano()
+	if t < o.waits[key] || t < o.waits[token] {
 		o.known++
+	}
+	window := int64(0)
+	if o.cfg.Algorithm == AnchoredWindow {
+		// The first request after a window ended begins the next, as it
+		// reaches the server: when it leaves here, less the time between.
+		a := o.anchors[key]
+		if s := o.clock.at(t); a.n == 0 || s >= a.start+int64(o.cfg.Window) || s < a.start {
+			a.start, a.n = s, a.n+1
+		}
+		o.anchors[key], window = a, a.n
 	}
 	o.mu.Unlock()
 	resp, err := o.base.RoundTrip(req)
@@ -72,7 +92,7 @@ func (o *Observer) RoundTrip(req *http.Request) (*http.Response, error) {
 		scope = token
 	}
 	if rejected {
-		o.throttle = append(o.throttle, throttle{at, scope})
+		o.throttle = append(o.throttle, throttle{at, scope, window})
 	}
 	if said {
 		o.waits[scope] = max(o.waits[scope], until)
@@ -122,21 +142,23 @@ func (o *Observer) Throttled() int {
 
 // WorstWindow returns the most throttled requests of one key (or, for a
 // Global limit, one token) that left in one window after the first: the
-// server's fixed windows (on its clock, ClockSkew
+// server's fixed windows (on its clock, ClockSkew and ClockDrift
 // included; a Global fixed window's, if shorter), after the one holding
-// start; for a server that counts no fixed windows, seconds from start.
-// A client that has learned the server's limit is throttled at most once
-// a window.
+// start; the windows of an AnchoredWindow server, after each key's first,
+// as its requests leaving begin them; for a server that counts no fixed
+// windows, seconds from start. A client that has learned the server's
+// limit is throttled at most once a window.
 func (o *Observer) WorstWindow(start time.Time) int {
 	win, origin := o.cfg.Window, int64(0)
-	if o.cfg.Algorithm != FixedWindow {
-		win, origin = time.Second, start.Add(o.cfg.ClockSkew).UnixNano()
+	if a := o.cfg.Algorithm; a != FixedWindow && a != SlidingWindowCounter {
+		win, origin = time.Second, o.clock.at(start.UnixNano())
 	}
 	if g := o.cfg.Global; g.Limit > 0 && g.Algorithm == FixedWindow && (g.Window < win || origin != 0) {
 		win, origin = g.Window, 0
 	}
+	anchored := o.cfg.Algorithm == AnchoredWindow && o.cfg.Global.Limit <= 0
 	index := func(t time.Time) int64 {
-		ns := t.Add(o.cfg.ClockSkew).UnixNano() - origin
+		ns := o.clock.at(t.UnixNano()) - origin
 		return (ns - floorMod(ns, int64(win))) / int64(win)
 	}
 	o.mu.Lock()
@@ -148,6 +170,14 @@ func (o *Observer) WorstWindow(start time.Time) int {
 	counts := map[cell]int{}
 	most := 0
 	for _, th := range o.throttle {
+		if anchored {
+			if th.window > 1 {
+				c := cell{th.scope, th.window}
+				counts[c]++
+				most = max(most, counts[c])
+			}
+			continue
+		}
 		if i := index(th.at); i > index(start) {
 			c := cell{th.scope, i}
 			counts[c]++

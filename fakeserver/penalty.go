@@ -204,7 +204,8 @@ func (s *Server) blockAnswer(c *client, t int64, st State, h http.Header, v verd
 }
 
 // told notes that the answer v to a request of c at t (c the token's
-// limiter, if global) told it to wait wait (zero: nothing), for
+// limiter, if global) told it to wait wait (on the server's clock; zero:
+// nothing), for
 // Stats.Early, and, if the answer names that wait (a Retry-After, or a
 // reset with nothing left: what a Rejection.Wait or a ban's Retry-After
 // says), for Stats.Ignored and WaitHeader. Headers alone name nothing: a
@@ -214,6 +215,7 @@ func (s *Server) told(c *client, t int64, v verdict, wait time.Duration, named, 
 	if wait <= 0 {
 		return
 	}
+	wait = time.Duration(s.clock.span(int64(wait))) // stated on the server's clock
 	c.notBefore = max(c.notBefore, t+int64(wait))
 	if !named {
 		return

@@ -18,7 +18,8 @@ import (
 // its counters consistent; it is meant for tests and demos, not for load
 // beyond some tens of thousands of requests per second.
 type Server struct {
-	cfg Config
+	cfg   Config
+	clock serverClock
 
 	mu       sync.Mutex
 	keys     map[string]*client
@@ -60,11 +61,15 @@ func (c *client) ignores(t int64) bool {
 // values.
 func New(cfg Config) *Server {
 	cfg = cfg.withDefaults()
+	if cfg.ClockDrift != 0 && cfg.DriftFrom.IsZero() {
+		cfg.DriftFrom = cfg.Now()
+	}
 	seed := cfg.Faults.Seed
 	return &Server{
-		cfg:  cfg,
-		keys: make(map[string]*client),
-		rng:  rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		cfg:   cfg,
+		clock: cfg.clock(cfg.DriftFrom),
+		keys:  make(map[string]*client),
+		rng:   rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 	}
 }
 
@@ -130,7 +135,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for k, vals := range h {
 		wh[k] = vals
 	}
-	wh.Set("Date", httpDate(s.cfg.Now().Add(s.cfg.ClockSkew)))
+	wh.Set("Date", httpDate(s.clock.time(s.cfg.Now())))
 	if v.kind == verdictAdmit {
 		if s.cfg.Handler != nil {
 			s.cfg.Handler.ServeHTTP(w, r)
@@ -148,6 +153,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // it, adding the dialect's headers to h.
 func (s *Server) decide(now, sent time.Time, key, token string, h http.Header) verdict {
 	t, ts := now.UnixNano(), sent.UnixNano()
+	at := s.clock.at(t) // the limiters' clock
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats.Total++
@@ -171,7 +177,7 @@ func (s *Server) decide(now, sent time.Time, key, token string, h http.Header) v
 		Key:    key,
 		Limit:  s.cfg.StatedLimit,
 		Window: s.cfg.StatedWindow,
-		Now:    now.Add(s.cfg.ClockSkew),
+		Now:    time.Unix(0, at),
 	}
 	if c.punished(t) {
 		return s.punish(c, t, st, h, v)
@@ -182,14 +188,14 @@ func (s *Server) decide(now, sent time.Time, key, token string, h http.Header) v
 	var d decision
 	if g != nil {
 		g.lastSeen = t
-		if d = g.lim.take(t); !d.allowed {
+		if d = g.lim.take(at); !d.allowed {
 			c = g // the global limit rejects it; the key's spends nothing
 			st.Global = true
 			st.Limit, st.Window = s.cfg.Global.Limit, s.cfg.Global.Window
 		}
 	}
 	if !st.Global {
-		d = c.lim.take(t)
+		d = c.lim.take(at)
 	}
 	st.Allowed, st.Capacity, st.Remaining = d.allowed, d.capacity, d.remaining
 	st.ResetAfter, st.NextAfter, st.RetryAfter = d.resetAfter, d.nextAfter, d.retryAfter
@@ -253,7 +259,7 @@ func (s *Server) global(token string) *client {
 		if len(s.globals) >= s.cfg.MaxKeys {
 			clear(s.globals) // a rare reset; tests use a few tokens
 		}
-		g = &client{lim: newLimiterOf(gl.Algorithm, gl.Limit, gl.Window, gl.Burst, s.cfg.ClockSkew)}
+		g = &client{lim: newLimiterOf(gl.Algorithm, gl.Limit, gl.Window, gl.Burst)}
 		s.globals[token] = g
 	}
 	return g
@@ -263,7 +269,7 @@ func (s *Server) global(token string) *client {
 func (s *Server) addKey(key string, now int64) *client {
 	if len(s.keys) >= s.cfg.MaxKeys {
 		for k, c := range s.keys {
-			if now >= c.notBefore && c.lim.idle(now) && !c.punished(now) {
+			if now >= c.notBefore && c.lim.idle(s.clock.at(now)) && !c.punished(now) {
 				delete(s.keys, k)
 			}
 		}

@@ -96,6 +96,44 @@ func SparseShapes() []Shape {
 	}
 }
 
+// AlgorithmShapes are servers whose algorithm or clock the shapes above do
+// not cover, each answering in the forms that matter to a client that is
+// told no limit: a Retry-After in whole seconds and nothing else, a bare
+// 429, GitHub's X-RateLimit-* with an epoch reset (a 403 when spent), and
+// the IETF draft's RateLimit with its policy and a reset delta. The
+// algorithms: the sliding window counter (SlidingWindowCounter: Cloudflare,
+// limiters over Redis), stating when its quota is full again or, as
+// Upstash's does, the end of its present window (ResetAtWindowEnd),
+// windows that begin at a key's first request
+// (AnchoredWindow: INCR and EXPIRE, GitHub's hour), and fixed windows on a
+// clock 30 s ahead that loses a millisecond a second (ClockDrift), over
+// which a client's estimate of the offset goes stale (run them a minute
+// or more: a drift shows over time).
+func AlgorithmShapes() []Shape {
+	answers := []struct {
+		name string
+		d    Dialect
+	}{{"retry-after", RetryAfterSeconds{}}, {"bare-429", Bare{}}, {"github", GitHub{}}, {"ietf", IETF{}}}
+	var shapes []Shape
+	for _, a := range answers {
+		shapes = append(shapes,
+			shape("sliding-window-counter-"+a.name, "sliding window counter of 20 per 2 s (the previous window weighted by its overlap); "+a.name,
+				Config{Algorithm: SlidingWindowCounter, Limit: 20, Window: 2 * time.Second, Dialect: a.d}, 10, 20, 20, 2*time.Second, 20),
+			shape("anchored-window-"+a.name, "windows of 20 per 2 s that begin at a key's first request; "+a.name,
+				Config{Algorithm: AnchoredWindow, Limit: 20, Window: 2 * time.Second, Dialect: a.d}, 10, 20, 20, 2*time.Second, 20),
+			shape("fixed-window-drifting-"+a.name, "fixed windows of 20 per 2 s on a clock 30 s ahead that loses 1 ms a second; "+a.name,
+				Config{Algorithm: FixedWindow, Limit: 20, Window: 2 * time.Second, ClockSkew: 30 * time.Second, ClockDrift: -time.Millisecond, Dialect: a.d},
+				10, 20, 20, 2*time.Second, 20),
+		)
+		if a.name == "github" || a.name == "ietf" { // the answers that state a reset
+			shapes = append(shapes, shape("sliding-window-counter-window-end-"+a.name,
+				"the same counter stating the end of its present window as its reset (Upstash); "+a.name,
+				Config{Algorithm: SlidingWindowCounter, Limit: 20, Window: 2 * time.Second, ResetAtWindowEnd: true, Dialect: a.d}, 10, 20, 20, 2*time.Second, 20))
+		}
+	}
+	return shapes
+}
+
 // Least returns the least time in which the server could admit n
 // requests, the first of them sent at start, to Paths in turn: (n - Burst)
 // / Rate for a bucket. For fixed windows, it is the time from start to the
@@ -104,12 +142,22 @@ func SparseShapes() []Shape {
 // window, so the key that takes the most requests needs the most windows;
 // with a Global fixed window, so does the token. A mix of routes that sends
 // 53 requests to a bucket of 5 a window needs 11 windows, whatever the
-// others need.
+// others need. For anchored windows it is the same without the phase (the
+// first request begins the first window); for a sliding window counter,
+// the rest of the window holding start, where Limit go at once, then the
+// time into the windows after it that lets the rest through: Limit a
+// window, the j-th of a window once j-1 of the previous window's Limit have
+// faded, (j-1)/Limit of it. Windows are measured on the server's clock
+// (ClockDrift shortens or lengthens them); a drift counts from start
+// unless Config.DriftFrom is set.
 func (s Shape) Least(n int, start time.Time) time.Duration {
-	if s.Config.Algorithm != FixedWindow {
+	cfg := s.Config.withDefaults()
+	switch cfg.Algorithm {
+	case FixedWindow, SlidingWindowCounter, AnchoredWindow:
+	default:
 		return time.Duration(float64(max(n-s.Burst, 0)) / s.Rate * float64(time.Second))
 	}
-	cfg := s.Config.withDefaults()
+	clock := cfg.clock(start)
 	paths := s.Paths
 	if len(paths) == 0 {
 		paths = []string{"/items"}
@@ -128,19 +176,31 @@ func (s Shape) Least(n int, start time.Time) time.Duration {
 		tokens[tok]++
 	}
 	least := time.Duration(0)
-	windows := func(counts map[string]int, limit int, w time.Duration) {
+	phaseOf := func(w time.Duration) int64 { return floorMod(clock.at(start.UnixNano()), int64(w)) }
+	windows := func(counts map[string]int, alg Algorithm, limit int, w time.Duration) {
 		most := 0
 		for _, c := range counts {
-			most = max(most, (c+limit-1)/limit)
+			most = max(most, c)
 		}
-		if most > 1 {
-			phase := time.Duration(floorMod(start.Add(cfg.ClockSkew).UnixNano(), int64(w)))
-			least = max(least, time.Duration(most-1)*w-phase)
+		if most <= limit {
+			return
 		}
+		var d int64 // on the server's clock
+		switch alg {
+		case FixedWindow:
+			d = int64((most+limit-1)/limit-1)*int64(w) - phaseOf(w)
+		case AnchoredWindow:
+			d = int64((most+limit-1)/limit-1) * int64(w)
+		case SlidingWindowCounter:
+			rest := most - limit
+			j, q := (rest+limit-1)/limit, int64((rest-1)%limit)
+			d = int64(w) - phaseOf(w) + int64(j-1)*int64(w) + q*int64(w)/int64(limit)
+		}
+		least = max(least, time.Duration(clock.span(d)))
 	}
-	windows(keys, cfg.Limit, cfg.Window)
+	windows(keys, cfg.Algorithm, cfg.Limit, cfg.Window)
 	if g := cfg.Global; g.Limit > 0 && g.Algorithm == FixedWindow {
-		windows(tokens, g.Limit, g.Window)
+		windows(tokens, g.Algorithm, g.Limit, g.Window)
 	}
 	return least
 }
@@ -159,9 +219,10 @@ func (s Shape) LeastFor(n, workers int, start time.Time) time.Duration {
 	if cfg.Algorithm != FixedWindow || cfg.Global.Limit > 0 || len(s.Paths) > 1 || workers <= 0 || lat <= 0 || n <= cfg.Limit {
 		return s.Least(n, start)
 	}
+	clock := cfg.clock(start)
 	w := cfg.Window
-	phase := time.Duration(floorMod(start.Add(cfg.ClockSkew).UnixNano(), int64(w)))
-	first := min(cfg.Limit, workers*(int((w-phase)/lat)+1))
+	phase := time.Duration(floorMod(clock.at(start.UnixNano()), int64(w)))
+	first := min(cfg.Limit, workers*(int(time.Duration(clock.span(int64(w-phase)))/lat)+1))
 	windows := 1 + (n-first+cfg.Limit-1)/cfg.Limit
-	return time.Duration(windows-1)*w - phase
+	return time.Duration(clock.span(int64(time.Duration(windows-1)*w - phase)))
 }

@@ -129,7 +129,7 @@ func (s *Server) serveStats(w http.ResponseWriter, r *http.Request, now time.Tim
 		Algorithm:  s.cfg.Algorithm.String(),
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Date", httpDate(now.Add(s.cfg.ClockSkew)))
+	w.Header().Set("Date", httpDate(s.clock.time(now)))
 	w.Header().Set("Cache-Control", "no-store")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -7,12 +7,14 @@
 // OpenAI, Anthropic, Shopify, HubSpot, Zendesk, Stripe, Google APIs,
 // Salesforce, Atlassian, Linear, Azure's resource providers, Etsy, Xero,
 // Yelp, Discogs, Contentful, Riot Games' <limit>:<seconds> windows,
-// LaunchDarkly, Trakt's JSON X-Ratelimit, Split, Bybit, Datadog), and the
-// delays a 429's body states (Discord, Telegram, Dropbox, monday.com,
-// Zulip's retry-after), in seconds or, where the response's spent window
-// shows it, in milliseconds (PluralKit, Discord before API v8), or in
-// milliseconds by name (Matrix's retry_after_ms). Of several windows, a spent one
-// governs the wait, and the one with the fewest left is the quota reported.
+// LaunchDarkly, Trakt's JSON X-Ratelimit, Split, Bybit, Datadog, Auth0's
+// token quotas), and the delays a 429's body states (Discord, Telegram,
+// Dropbox, monday.com, Zulip's retry-after, Mailgun's retry-seconds: retry,
+// after or in, and a unit, in any spelling), in seconds or, where the
+// response's spent window shows it, in milliseconds (PluralKit, Discord
+// before API v8), or in milliseconds by name (Matrix's retry_after_ms). Of
+// several windows, a spent one governs the wait, and the one with the fewest
+// left is the quota reported.
 //
 // What one response cannot tell, several can: a bare reset in
 // milliseconds (Prisjakt's X-Rate-Limit-Reset: 600000) read as seconds falls

@@ -69,5 +69,5 @@ func ExampleDialectFunc() {
 func ExampleDefaultDialects() {
 	fmt.Println(ratelimitheader.DefaultDialects())
 	// Output:
-	// [ietf x-ratelimit github discord openai anthropic shopify hubspot zendesk stripe google salesforce atlassian linear]
+	// [ietf x-ratelimit github discord openai anthropic shopify hubspot zendesk stripe google salesforce atlassian linear quota-limit]
 }

@@ -27,8 +27,9 @@ import (
 //     Reset-At, ResetAt, Reset-Time, ResetTime), Reset-After (Discord's
 //     precise delta, preferred to Reset) or Reset-Seconds (Split's),
 //     Reset-Ms (a delta or an epoch in
-//     milliseconds), Used or Usage (Strava: what is left is Limit minus
-//     Usage when Remaining is absent), Count (Riot's, with a Limit of
+//     milliseconds), Used, Usage (Strava) or Consumed (Segment): what is
+//     left is Limit minus what was used when Remaining is absent, Count
+//     (Riot's, with a Limit of
 //     <limit>:<seconds> pairs; see pairWindows), Name (Datadog's), a
 //     Bucket as Bucket and Resource are, Retry-After (MailerLite's stated
 //     delay in seconds) and Next (Akamai's instant the next request may go,
@@ -188,6 +189,7 @@ var xFieldNames = [...]struct {
 	{"Reset", xReset},
 	{"Used", xUsed},
 	{"Usage", xUsage},
+	{"Consumed", xUsed},
 	{"Count", xCount},
 	{"Retry-After", xRetryAfter},
 	{"Next", xNext},
@@ -1061,7 +1063,7 @@ func (githubDialect) parse(in *input, s *Signal) {
 // discordDialect reads Discord's scope (X-RateLimit-Global: true,
 // X-RateLimit-Scope: global) and the JSON body of its 429s: "global": true,
 // and a delay, Discord's precise retry_after and the others' (see
-// bodyDelayKeys), in seconds or, where the response shows it, in
+// delayKind), in seconds or, where the response shows it, in
 // milliseconds (see bodyDelay).
 type discordDialect struct{}
 
@@ -1079,18 +1081,36 @@ func (discordDialect) parse(in *input, s *Signal) {
 	if in.Status != http.StatusTooManyRequests || len(in.Body) == 0 {
 		return
 	}
-	for _, key := range bodyDelayKeys {
-		if v, isString, ok := jsonValue(in.Body, key); ok && !isString {
-			if n, frac, ok := parseNumber(string(v)); ok {
-				switch key {
-				case "retry_in_seconds":
-					s.refineRetryAfter(toDuration(n, frac, time.Second)) // its name says
-				case "retry_after_ms":
-					s.refineRetryAfter(toDuration(n, frac, time.Millisecond)) // its name says
-				default:
-					bodyDelay(in, s, n, frac, allDigits(string(v)))
-				}
-			}
+	// The first delay of each kind the body names, read in this order:
+	// the bare delay, then those whose names say their unit.
+	var (
+		vals  [3][]byte
+		found [3]bool
+	)
+	jsonMembers(in.Body, func(key, val []byte, isString bool) bool {
+		if isString {
+			return true
+		}
+		if k, ok := delayKind(key); ok && !found[k] {
+			vals[k], found[k] = val, true
+		}
+		return true
+	})
+	for k, v := range vals {
+		if !found[k] {
+			continue
+		}
+		n, frac, ok := parseNumber(string(v))
+		if !ok {
+			continue
+		}
+		switch k {
+		case delayBare:
+			bodyDelay(in, s, n, frac, allDigits(string(v)))
+		case delaySeconds:
+			s.refineRetryAfter(toDuration(n, frac, time.Second)) // its name says
+		case delayMillis:
+			s.refineRetryAfter(toDuration(n, frac, time.Millisecond)) // its name says
 		}
 	}
 	if v, isString, ok := jsonValue(in.Body, "global"); ok && !isString && string(v) == "true" {
@@ -1110,10 +1130,19 @@ func (discordDialect) parse(in *input, s *Signal) {
 // reset. A delay the window bounds is not one the same response states a
 // thousand times longer. Discord before v8 also sent its Retry-After in
 // milliseconds: a stated delay of n seconds, as the body's n, is then
-// replaced, not kept as the longer. Without a spent window to measure it
-// against (Discord's global limit before v8), n counts seconds, unless
-// Input.MillisecondDelays says the server's delays count milliseconds (as
-// its earlier answers showed: see Signal.MillisecondDelay).
+// replaced, not kept as the longer.
+//
+// A Retry-After the response states shows the unit too: a whole n that
+// agrees with it to within a second as milliseconds, and is more than a
+// second longer as seconds, counts milliseconds (Retry-After: 2 beside
+// "retryAfter": 2000, as servers that keep milliseconds in their bodies
+// send). The same delay stated twice is not read as one a thousand times
+// longer, which would hand a 2-second throttle back as a half-hour one.
+//
+// Without a spent window or a Retry-After to measure it against (Discord's
+// global limit before v8), n counts seconds, unless Input.MillisecondDelays
+// says the server's delays count milliseconds (as its earlier answers
+// showed: see Signal.MillisecondDelay).
 func bodyDelay(in *input, s *Signal, n uint64, frac uint32, whole bool) {
 	sec := toDuration(n, frac, time.Second)
 	if whole && in.MillisecondDelays {
@@ -1122,6 +1151,15 @@ func bodyDelay(in *input, s *Signal, n uint64, frac uint32, whole bool) {
 		s.refineRetryAfter(toDuration(n, 0, time.Millisecond))
 		s.MillisecondDelay = true
 		return
+	}
+	if whole && s.RetryAfter && sec > s.Wait+time.Second {
+		// Milliseconds beside a Retry-After in seconds: the body's unit,
+		// not the server's (MillisecondDelay stays unset).
+		ms := toDuration(n, 0, time.Millisecond)
+		if d := ms - s.Wait; d >= -time.Second && d <= time.Second {
+			s.refineRetryAfter(ms)
+			return
+		}
 	}
 	if !whole || !in.hasSpent || sec <= in.spent+time.Second {
 		bodySeconds(s, sec)
@@ -1151,19 +1189,92 @@ func bodySeconds(s *Signal, sec time.Duration) {
 	}
 }
 
-// bodyDelayKeys are the JSON members, at any depth, in which a 429's body
-// states how long to wait, as a number: retry_after and retry-after in
-// seconds (Discord, Telegram's parameters.retry_after, Dropbox's
-// RateLimitError; Zulip's RATE_LIMIT_HIT error, REST API docs, Error
-// handling: "retry-after", the seconds to wait, a decimal), read as
-// bodyDelay does, retry_in_seconds in seconds (monday.com's
-// errors[].extensions, API changelog, Updated complexity budget exhausted
-// error) and retry_after_ms in milliseconds (Matrix's M_LIMIT_EXCEEDED,
-// Client-Server API, Rate limiting; deprecated since v1.10 in favour of
-// Retry-After, beside which it is the finer statement), as their names
-// say. A delay the body states as a string, or with a sign or an exponent,
-// is ignored.
-var bodyDelayKeys = [...]string{"retry_after", "retry-after", "retry_in_seconds", "retry_after_ms"}
+// The kinds of delay a 429's body states (see delayKind).
+const (
+	delayBare    = iota // retry_after: seconds, or milliseconds where the response shows it (see bodyDelay)
+	delaySeconds        // retry_in_seconds, retry-seconds: seconds, as the name says
+	delayMillis         // retry_after_ms: milliseconds, as the name says
+)
+
+// delayKind reports whether a JSON member's name, in a 429's body, states
+// how long to wait, and in which unit. Names are compared ignoring case
+// and the '_' and '-' between words, so that one rule reads every spelling
+// of them: retry, then after or in, then the unit, which only retry after
+// may leave out:
+//
+//   - retry_after, retry-after, retryAfter: the bare delay, in seconds as
+//     Discord (since API v8), Telegram (parameters.retry_after), Dropbox
+//     (RateLimitError), Zulip (RATE_LIMIT_HIT, a decimal) and Salesforce
+//     Marketing Cloud (retryAfter) state it, or in milliseconds where the
+//     response shows it (see bodyDelay);
+//   - a unit of seconds (s, sec, secs, second, seconds): retry_in_seconds
+//     (monday.com's errors[].extensions, API changelog, Updated complexity
+//     budget exhausted error), retry-seconds (Mailgun's 429, API reference
+//     of the domains endpoints: {"retry-seconds": 60}), retry_after_seconds;
+//   - a unit of milliseconds (ms, msec, millis, milliseconds):
+//     retry_after_ms (Matrix's M_LIMIT_EXCEEDED, Client-Server API, Rate
+//     limiting; deprecated since v1.10 in favour of Retry-After, beside
+//     which it is the finer statement).
+//
+// So does a unit, then before next: msBeforeNext, in milliseconds
+// (rate-limiter-flexible's field, which Segment's Public API returns on a
+// 429 as data.msBeforeNext, docs.segmentapis.com, Rate Limits).
+//
+// A bare retry, a count of retries (retries, retry_count), or a unit the
+// rule does not know names no delay. A delay stated as a string, or with a
+// sign or an exponent, is ignored by the caller.
+func delayKind(key []byte) (kind int, ok bool) {
+	var buf [32]byte
+	n := 0
+	for _, c := range key {
+		switch {
+		case c == '_' || c == '-':
+			continue
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		case 'a' <= c && c <= 'z':
+		default:
+			return 0, false
+		}
+		if n == len(buf) {
+			return 0, false
+		}
+		buf[n] = c
+		n++
+	}
+	name, found := strings.CutPrefix(string(buf[:n]), "retry")
+	if !found {
+		// The unit, then before next: msBeforeNext, the milliseconds until
+		// the next request may go (rate-limiter-flexible's RateLimiterRes,
+		// which Segment's Public API 429 returns as data.msBeforeNext).
+		if unit, ok := strings.CutSuffix(string(buf[:n]), "beforenext"); ok {
+			return unitKind(unit)
+		}
+		return 0, false
+	}
+	after := false
+	if rest, ok := strings.CutPrefix(name, "after"); ok {
+		name, after = rest, true
+	} else if rest, ok := strings.CutPrefix(name, "in"); ok {
+		name = rest
+	}
+	if name == "" {
+		return delayBare, after
+	}
+	return unitKind(name)
+}
+
+// unitKind returns the kind of a delay whose name states its unit, unit,
+// lower case.
+func unitKind(unit string) (kind int, ok bool) {
+	switch unit {
+	case "s", "sec", "secs", "second", "seconds":
+		return delaySeconds, true
+	case "ms", "msec", "millis", "milliseconds":
+		return delayMillis, true
+	}
+	return 0, false
+}
 
 // openAIDialect recognises a billing error that OpenAI (and Azure OpenAI)
 // answer with a 429: "insufficient_quota" or "billing_hard_limit_reached" as
@@ -1339,8 +1450,40 @@ func (zendeskDialect) parse(in *input, s *Signal) {
 			continue
 		}
 		for _, v := range vs {
-			w := keyedWindow(v)
-			w.add(s, 0, "")
+			w, period := keyedWindow(v)
+			w.add(s, period, "")
+		}
+	}
+}
+
+// quotaLimitDialect reads the fields named <vendor>[-<scope>]-Quota-Limit
+// whose value lists windows, separated by commas, each a list of key=value
+// members separated by semicolons (see keyedWindow): Auth0's token quotas,
+// Auth0-Client-Quota-Limit and Auth0-Organization-Quota-Limit
+// (b=per_hour;q=10;r=7;t=3540,b=per_day;q=50;r=47;t=43200: the bucket's
+// name, its quota, what is left of it and the seconds until it resets; Auth0
+// docs, Fine-grained M2M token quotas, on the Client Credentials responses,
+// 2xx and 429). Each window is one of the response's; a spent one governs
+// the wait. A value that is not such a list says nothing.
+type quotaLimitDialect struct{}
+
+func (quotaLimitDialect) String() string { return "quota-limit" }
+
+// Parse reads in into s (see Dialect).
+func (d quotaLimitDialect) Parse(in *Input, s *Signal) { d.parse(newInput(in), s) }
+
+func (quotaLimitDialect) parse(in *input, s *Signal) {
+	if !in.has(famQuota) {
+		return
+	}
+	var b [4]string
+	for k, vs := range in.Header {
+		if !strings.HasSuffix(k, "-Quota-Limit") {
+			continue
+		}
+		for _, item := range fieldItems(b[:0], vs) {
+			w, period := keyedWindow(item)
+			w.add(s, period, "")
 		}
 	}
 }
@@ -1348,13 +1491,15 @@ func (zendeskDialect) parse(in *input, s *Signal) {
 // keyedWindow reads one window stated as a list of key=value members,
 // separated by semicolons or commas, as Zendesk's per-endpoint fields are
 // (Zendesk API reference, Rate limits: Zendesk-RateLimit-Tickets-Index:
-// total=100; remaining=99; resets=10): total or limit, remaining, and
-// resets or reset in seconds, keys in any case. Other keys are skipped,
-// malformed values ignored, and so is a reset beyond maxPeriod, which is
-// no window's; of a key given twice (two lines folded into one
-// by a proxy) the most conservative value is kept.
-func keyedWindow(v string) window {
-	var w window
+// total=100; remaining=99; resets=10) and Auth0's quota buckets are
+// (b=per_hour;q=10;r=7;t=3540), keys in any case: total, limit or q (the
+// IETF draft's name for a quota), remaining or r, and resets, reset or t in
+// seconds; b or name names the window, and the window's length when the name
+// ends with one (per_hour, per_day; see splitWindowWord). Other keys are
+// skipped, malformed values ignored, and so is a reset beyond maxPeriod,
+// which is no window's; of a key given twice (two lines folded into one by
+// a proxy) the most conservative value is kept.
+func keyedWindow(v string) (w window, period time.Duration) {
 	for len(v) > 0 {
 		i := strings.IndexAny(v, ";,")
 		part := v
@@ -1369,21 +1514,25 @@ func keyedWindow(v string) window {
 		}
 		key, val = trimOWS(key), trimOWS(val)
 		switch {
-		case eqFold(key, "total") || eqFold(key, "limit"):
+		case eqFold(key, "total") || eqFold(key, "limit") || eqFold(key, "q"):
 			if n, ok := parseCount(val); ok && (!w.hasLimit || n < w.limit) {
 				w.limit, w.hasLimit = n, true
 			}
-		case eqFold(key, "remaining"):
+		case eqFold(key, "remaining") || eqFold(key, "r"):
 			if n, ok := parseCount(val); ok && (!w.hasRem || n < w.remaining) {
 				w.remaining, w.hasRem = n, true
 			}
-		case eqFold(key, "resets") || eqFold(key, "reset"):
+		case eqFold(key, "resets") || eqFold(key, "reset") || eqFold(key, "t"):
 			if d, ok := parseSeconds(val); ok && d <= maxPeriod {
 				w.addReset(d, true)
 			}
+		case eqFold(key, "b") || eqFold(key, "name"):
+			if _, p := splitWindowWord(val); p > period {
+				period = p
+			}
 		}
 	}
-	return w
+	return w, period
 }
 
 // stripeDialect reads Stripe-Should-Retry: false, Stripe's word that a

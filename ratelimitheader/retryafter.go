@@ -10,24 +10,36 @@ import (
 // maxDuration is where durations saturate instead of overflowing.
 const maxDuration = time.Duration(math.MaxInt64)
 
-// readRetryAfter records Retry-After (RFC 9110 10.2.3) and its millisecond
-// variants. Of several Retry-After lines the longest valid delay wins; a
-// millisecond field (retry-after-ms, x-ms-retry-after-ms) then refines it.
+// readRetryAfter records Retry-After (RFC 9110 10.2.3) and its variants.
+// Of several Retry-After lines the longest valid delay wins; a millisecond
+// field (retry-after-ms, x-ms-retry-after-ms) then refines it.
+//
+// Beta-Retry-After, the field under the Beta- prefix that marks Atlassian
+// Cloud's limits on trial (as Beta-RateLimit does), states the delay of a
+// limit that may not be enforced yet: it is read, as Retry-After is, only
+// when the response states no Retry-After. A 429 of an enforced limit
+// (Jira's burst limit) carries its own Retry-After, which governs; a
+// would-be delay beside it does not make the client wait longer, or give up.
 func readRetryAfter(in *input, s *Signal) {
 	if !in.has(famRetryAfter) {
 		return
 	}
 	var buf [4]string
-	for _, v := range fieldItems(buf[:0], in.Header["Retry-After"]) {
-		if in.MillisecondDelays && in.Status == http.StatusTooManyRequests && allDigits(v) {
-			// The server's delays count milliseconds (see Input).
-			d, _ := parseMillis(v)
-			s.AddRetryAfter(d)
-			s.MillisecondDelay = true
-			continue
+	for _, name := range [...]string{"Retry-After", "Beta-Retry-After"} {
+		if s.RetryAfter {
+			break
 		}
-		if d, ok := parseRetryAfter(v, in); ok {
-			s.AddRetryAfter(d)
+		for _, v := range fieldItems(buf[:0], in.Header[name]) {
+			if in.MillisecondDelays && in.Status == http.StatusTooManyRequests && allDigits(v) {
+				// The server's delays count milliseconds (see Input).
+				d, _ := parseMillis(v)
+				s.AddRetryAfter(d)
+				s.MillisecondDelay = true
+				continue
+			}
+			if d, ok := parseRetryAfter(v, in); ok {
+				s.AddRetryAfter(d)
+			}
 		}
 	}
 	ms, found := maxOf(in.Header["Retry-After-Ms"], parseMillis)

@@ -422,6 +422,7 @@ var builtinDialects = []Dialect{
 	salesforceDialect{},
 	atlassianDialect{},
 	linearDialect{},
+	quotaLimitDialect{},
 }
 
 // DefaultDialects returns a new slice of the built-in dialects, in the order
@@ -431,10 +432,12 @@ var builtinDialects = []Dialect{
 // LaunchDarkly, Trakt, Split, Bybit, and the windows Etsy and Xero name),
 // GitHub's 403, Discord's body (and the delays other
 // bodies state, in seconds or in milliseconds: PluralKit's, Discord's
-// before v8, Zulip's retry-after, Matrix's retry_after_ms), OpenAI's billing
+// before v8, Zulip's retry-after, Mailgun's retry-seconds, Matrix's
+// retry_after_ms), OpenAI's billing
 // errors, Anthropic, Shopify, HubSpot, Zendesk, Stripe, Google APIs
 // (Gemini's RetryInfo), Salesforce, Atlassian's RateLimit-Reason and
-// Linear's 400 RATELIMITED. Append your own to add a vendor. Each built-in
+// Linear's 400 RATELIMITED, and the <vendor>-Quota-Limit fields' windows
+// (Auth0's token quotas). Append your own to add a vendor. Each built-in
 // dialect prints its name with fmt.
 func DefaultDialects() []Dialect {
 	return append([]Dialect(nil), builtinDialects...)
@@ -468,7 +471,8 @@ func Parse(in *Input) Signal {
 // 429, 503 and 529 are throttled even without any header; a 403 is throttled
 // only when it states a delay or a dialect recognises a rate limit in it, a
 // 418 only when it states a delay (see Signal.Throttled). Retry-After (and
-// retry-after-ms, x-ms-retry-after-ms) is read on 403, 418, 429, 503 and 529
+// retry-after-ms, x-ms-retry-after-ms; Beta-Retry-After where no
+// Retry-After is stated) is read on 403, 418, 429, 503 and 529
 // and wins over every other signal; the dialects then read quotas. A response served
 // from a cache (Age > 0) is stale: its fields are ignored. Malformed fields
 // are ignored, never guessed at.
@@ -589,7 +593,7 @@ func isStale(h http.Header) bool {
 type family uint16
 
 const (
-	famRetryAfter   family = 1 << iota // Retry-After, Retry-After-Ms, X-Ms-Retry-After-Ms
+	famRetryAfter   family = 1 << iota // Retry-After, Beta-Retry-After, Retry-After-Ms, X-Ms-Retry-After-Ms
 	famAge                             // Age
 	famIETF                            // RateLimit, RateLimit-*, Beta-RateLimit*
 	famXRateLimit                      // X-RateLimit-*, X-Rate-Limit, X-Rate-Limit-*
@@ -600,6 +604,7 @@ const (
 	famStripe                          // Stripe-Should-Retry, Stripe-Rate-Limited-Reason
 	famSalesforce                      // Sforce-Limit-Info
 	famXVendor                         // [X-]<vendor>-RateLimit-*, [X-]<vendor>-Rate-Limit-* (with famXRateLimit)
+	famQuota                           // <vendor>[-<scope>]-Quota-Limit (Auth0's token quotas)
 	famNonCanonical                    // one of the above with a non-canonical key
 )
 
@@ -760,8 +765,11 @@ func scanHeader(h http.Header) family {
 				f = famAnthropic
 			}
 		case 'b':
-			if hasPrefixFold(k, "beta-ratelimit") {
+			switch {
+			case hasPrefixFold(k, "beta-ratelimit"):
 				f = famIETF
+			case eqFold(k, "beta-retry-after"):
+				f = famRetryAfter
 			}
 		case 'z':
 			if hasPrefixFold(k, "zendesk-ratelimit-") {
@@ -774,6 +782,9 @@ func scanHeader(h http.Header) family {
 			case eqFold(k, "sforce-limit-info"):
 				f = famSalesforce
 			}
+		}
+		if f == 0 && len(k) > len("-quota-limit") && eqFold(k[len(k)-len("-quota-limit"):], "-quota-limit") {
+			f = famQuota
 		}
 		if f == 0 {
 			// A vendor's field, whatever its first letter: the length

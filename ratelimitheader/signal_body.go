@@ -98,3 +98,82 @@ func containsFold(b []byte, lower string) bool {
 	}
 	return false
 }
+
+// jsonMembers calls fn for each member "key": value of a JSON snippet, at
+// any depth and in order, with the key's text and the value's as jsonValue
+// gives them; an object or array value is not passed, its members are. A
+// string is never taken for a key unless a colon follows it, so text inside
+// a string value is not read as members. The walk stops where the snippet
+// is cut off, or when fn returns false.
+func jsonMembers(b []byte, fn func(key, val []byte, isString bool) bool) {
+	for i := 0; i < len(b); {
+		if b[i] != '"' {
+			i++
+			continue
+		}
+		end := stringEnd(b, i)
+		if end < 0 {
+			return
+		}
+		key := b[i+1 : end]
+		j := skipSpace(b, end+1)
+		if j >= len(b) {
+			return
+		}
+		if b[j] != ':' {
+			i = end + 1 // a string value, or an array's member
+			continue
+		}
+		j = skipSpace(b, j+1)
+		if j >= len(b) {
+			return
+		}
+		switch b[j] {
+		case '"':
+			vend := stringEnd(b, j)
+			if vend < 0 {
+				return
+			}
+			if !fn(key, b[j+1:vend], true) {
+				return
+			}
+			i = vend + 1
+		case '{', '[':
+			i = j // its members are the next to be walked
+		default:
+			k := j
+			for k < len(b) && !isJSONDelim(b[k]) {
+				k++
+			}
+			if k == len(b) {
+				return // cut off: the value's end is unknown
+			}
+			if k > j && !fn(key, b[j:k], false) {
+				return
+			}
+			i = k
+		}
+	}
+}
+
+// stringEnd returns the index of the quote that closes the JSON string
+// opening at b[start], or -1 if the snippet ends first.
+func stringEnd(b []byte, start int) int {
+	for k := start + 1; k < len(b); k++ {
+		switch b[k] {
+		case '\\':
+			k++
+		case '"':
+			return k
+		}
+	}
+	return -1
+}
+
+func isJSONDelim(c byte) bool {
+	switch c {
+	case ',', '}', ']', ' ', '\t', '\r', '\n':
+		return true
+	}
+	return false
+}

@@ -31,6 +31,8 @@ func FuzzRetryAfter(f *testing.F) {
 		}
 		h := http.Header{"Date": {fuzzDate}, "Retry-After": {ra}, "X-Ms-Retry-After-Ms": {ms}}
 		checkFuzzed(t, Parse(&Input{Status: 429, Header: h, Now: caseNow}))
+		h = http.Header{"Date": {fuzzDate}, "Retry-After": {ms}, "Beta-Retry-After": {ra}}
+		checkFuzzed(t, Parse(&Input{Status: 429, Header: h, Now: caseNow}))
 	})
 }
 
@@ -118,6 +120,7 @@ var vendorFields = []string{
 	"X-App-Rate-Limit", "X-App-Rate-Limit-Count", "X-Method-Rate-Limit", "X-Method-Rate-Limit-Count", "X-Ratelimit",
 	"X-Ratelimit-Global-Remaining", "X-Ratelimit-Route-Remaining", "X-Ratelimit-Remaining-Org", "X-Ratelimit-Reset-Seconds-Org",
 	"X-Bapi-Limit", "X-Bapi-Limit-Status", "X-Bapi-Limit-Reset-Timestamp", "X-Ratelimit-Name",
+	"Auth0-Client-Quota-Limit", "Auth0-Organization-Quota-Limit", "Beta-Retry-After", "X-Ratelimit-Used",
 }
 
 func FuzzVendor(f *testing.F) {
@@ -146,6 +149,7 @@ func FuzzVendor(f *testing.F) {
 	f.Add(uint16(429), "0", "0.5", `{"retry_after":18446744073709551616}`)
 	f.Add(uint16(429), "0", "1773144060", `{"code":"RATE_LIMIT_HIT","result":"error","retry-after":28.706807374954224}`)
 	f.Add(uint16(429), "2", "0", `{"errcode":"M_LIMIT_EXCEEDED","retry_after_ms":18446744073709551616}`)
+	f.Add(uint16(429), "b=per_hour;q=10;r=0;t=1200,b=per_day;q=50;r=47;t=43200", "B=per_day; Q=; r=0;t=99999999999999999999", `{"retry-seconds": 60,}`)
 	f.Fuzz(func(t *testing.T, status uint16, a, b, body string) {
 		h := http.Header{"Date": {fuzzDate}}
 		for i, k := range vendorFields {
@@ -217,12 +221,20 @@ func FuzzJSONValue(f *testing.F) {
 	f.Add([]byte(`{"message":"You are being rate limited.","retry_after":64.57,"global":false}`), "retry_after")
 	f.Add([]byte(`{"error":{"type":"insufficient_quota"`), "type")
 	f.Add([]byte(`"\"retry_after\":5`), "retry_after")
+	f.Add([]byte(`{"a":[1,"b",{"retry-seconds":60}],"retryAfterMs":"x\"y"}`), "retryAfterMs")
 	f.Fuzz(func(t *testing.T, body []byte, key string) {
 		v, isString, ok := jsonValue(body, key)
 		if !ok && (v != nil || isString) {
 			t.Fatalf("jsonValue returned a value with !ok")
 		}
 		_ = containsFold(body, strings.ToLower(key))
+		jsonMembers(body, func(k, v []byte, _ bool) bool {
+			_, _ = delayKind(k)
+			if len(k) > len(body) || len(v) > len(body) {
+				t.Fatalf("jsonMembers returned more than the snippet")
+			}
+			return true
+		})
 	})
 }
 

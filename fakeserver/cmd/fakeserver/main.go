@@ -14,6 +14,8 @@
 //	fakeserver -rate 50 -burst 10
 //	fakeserver -algorithm sliding-window -rate 100 -window 1m -dialect ietf
 //	fakeserver -dialect github -key header:Authorization -skew 3s
+//	fakeserver -algorithm anchored-window -rate 5000 -window 1h -dialect github
+//	fakeserver -algorithm sliding-window-counter -rate 100 -window 1m -skew 2s -drift -5ms
 //	fakeserver -outage-after 10s -outage-for 5s -error-rate 0.05 -latency 20ms
 //	fakeserver -outage-after 10s -outage-for 3s -outage-shape hang
 package main
@@ -55,9 +57,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		rate      = fs.Int("rate", 50, "requests admitted per -window, per key")
 		window    = fs.Duration("window", time.Second, "the period of -rate")
 		burst     = fs.Int("burst", 1, "bucket capacity for token-bucket and leaky-bucket")
-		algorithm = fs.String("algorithm", "token-bucket", "token-bucket, leaky-bucket, fixed-window or sliding-window")
+		algorithm = fs.String("algorithm", "token-bucket", "token-bucket, leaky-bucket, fixed-window, sliding-window, sliding-window-counter or anchored-window")
 		dialect   = fs.String("dialect", "retry-after", "rate-limit headers: "+strings.Join(fakeserver.DialectNames, ", "))
 		skew      = fs.Duration("skew", 0, "offset of the server's clock in Date and absolute times")
+		drift     = fs.Duration("drift", 0, "how much the server's clock gains each second (negative: loses), from its start")
+		windowEnd = fs.Bool("reset-at-window-end", false, "sliding-window-counter: state the end of the present window as the reset, not when the quota is full again")
 		key       = fs.String("key", "none", "what a limit applies to: none (one global limit), ip, or header:NAME")
 		maxKeys   = fs.Int("max-keys", 100000, "most keys tracked at once")
 		statsPath = fs.String("stats-path", fakeserver.DefaultStatsPath, "path of the JSON counters")
@@ -115,16 +119,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	srv := fakeserver.New(fakeserver.Config{
-		Algorithm:   alg,
-		Limit:       *rate,
-		Window:      *window,
-		Burst:       *burst,
-		ClockSkew:   *skew,
-		Key:         keyFunc,
-		MaxKeys:     *maxKeys,
-		MaxInFlight: *maxInFlight,
-		Dialect:     d,
-		StatsPath:   *statsPath,
+		Algorithm:        alg,
+		Limit:            *rate,
+		Window:           *window,
+		Burst:            *burst,
+		ClockSkew:        *skew,
+		ClockDrift:       *drift,
+		ResetAtWindowEnd: *windowEnd,
+		Key:              keyFunc,
+		MaxKeys:          *maxKeys,
+		MaxInFlight:      *maxInFlight,
+		Dialect:          d,
+		StatsPath:        *statsPath,
 		Faults: fakeserver.Faults{
 			Outage:       shape,
 			OutageStatus: *outageStatus,

@@ -64,6 +64,7 @@ func TestRun(t *testing.T) {
 func TestRunBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-algorithm", "nope"},
+		{"-drift", "fast"},
 		{"-dialect", "nope"},
 		{"-key", "cookie"},
 		{"extra"},
