@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/headway-go/headway/ratelimitheader"
 )
 
 // hostState is what the keys of one host share: the estimate of the
@@ -22,6 +24,15 @@ type hostState struct {
 	// msResets: an answer stated a reset to the millisecond (see
 	// resetPrecision).
 	msResets atomic.Bool
+	// msDeltas: the host's bare resets count milliseconds, as their fall
+	// showed (see learnResetUnit); its responses are parsed so.
+	msDeltas atomic.Bool
+	// msDelays: an answer's delay proved to count milliseconds
+	// (ratelimitheader.Signal.MillisecondDelay); the host's are read so.
+	msDelays atomic.Bool
+	fallMu   sync.Mutex
+	falls    [8]resetSeen // the last reset of a few keys, a ring
+	fallNext uint8
 	// conns is what carries the host's requests, as its answers showed:
 	// connsUnknown, connsHTTP1, connsNone or connsHTTP2 (see connWatch).
 	conns atomic.Uint32
@@ -268,4 +279,52 @@ func (ht *hostTable) put(host string, h *hostState) {
 		}
 		h.mu.Unlock()
 	}
+}
+
+// resetSeen is a reset a key's response stated, read at.
+type resetSeen struct {
+	key   *keyState
+	at    time.Time
+	reset time.Duration
+	falls int // pairs of the key's answers that showed milliseconds, in a row
+}
+
+// learnResetUnit takes in the reset, read in seconds, that a response to
+// key k stated at, and reports whether it and the key's last ones show the
+// host's bare resets to count milliseconds: two pairs of answers in a row
+// whose resets fell a thousand times faster than the clock
+// (ratelimitheader.ResetsFall); a pair 50 ms apart or more whose reset
+// fell as a reset in seconds does starts the count again. From then on
+// the host's responses are parsed so: a server states every reset of a
+// host alike, so one key's fall tells for all. Only resets long enough to
+// be a millisecond reset read as seconds (a minute or more: a reset of 60
+// ms) are compared, and only when no other key of the host is comparing,
+// so that the common answer pays one atomic load.
+func (h *hostState) learnResetUnit(k *keyState, at time.Time, reset time.Duration) bool {
+	if reset < time.Minute || h.msDeltas.Load() || !h.fallMu.TryLock() {
+		return false
+	}
+	defer h.fallMu.Unlock()
+	for i := range h.falls {
+		f := &h.falls[i]
+		if f.key != k {
+			continue
+		}
+		elapsed := at.Sub(f.at)
+		switch {
+		case ratelimitheader.ResetsFall(f.reset, reset, elapsed):
+			f.falls++
+		case elapsed >= 50*time.Millisecond && reset < f.reset && f.reset-reset <= elapsed+2*time.Second:
+			f.falls = 0 // fell as the clock does
+		}
+		f.at, f.reset = at, reset
+		if f.falls >= 2 {
+			h.msDeltas.Store(true)
+			return true
+		}
+		return false
+	}
+	h.falls[h.fallNext%uint8(len(h.falls))] = resetSeen{key: k, at: at, reset: reset}
+	h.fallNext++
+	return false
 }

@@ -104,6 +104,10 @@ type keyState struct {
 	// state (see rareNow); a bit for a state that has ended since costs
 	// only the general path, until the next dispatch clears it.
 	rare uint8
+	// msModel: model learned only from answers read after the host's bare
+	// resets proved to count milliseconds (see millisecondResets); in the
+	// byte before firstSeq that alignment leaves free.
+	msModel bool
 	// fleetPaced: the key has no limits and its shared quota learns, so
 	// the pace after bare throttles is the fleet's (see SharedLearner),
 	// and the key cuts its own only for a throttle it could not share.
@@ -329,6 +333,21 @@ func (k *keyState) earliestFor(now, n, cost int64, route string, own bool) int64
 		d = max(d, at) // until the answers to the ones before come (see answered)
 	}
 	return k.outageFloor(k.strikeFloor(d))
+}
+
+// millisecondResets makes m, the model of k, forget what it took from
+// resets read in seconds, once its host's bare resets proved to count
+// milliseconds (see hostState.learnResetUnit): a window a thousand times
+// its length, and the waits beyond the cap it named (statedUntil), would
+// hold the key for the cap. It learns again from the next answer, read
+// right. Called with k.mu held.
+func (k *keyState) millisecondResets(m *serverModel) {
+	if k.msModel || !k.host.msDeltas.Load() {
+		return
+	}
+	k.msModel = true
+	*m = serverModel{}
+	k.statedUntil = 0
 }
 
 // preciseResets makes m, a model of k, read its resets as stated to the
@@ -1001,6 +1020,7 @@ func (k *keyState) observe(now int64, dep departure, route string, sig *ratelimi
 		k.env.scopesActive.Store(true) // before the scope: see scoped
 		k.scope.activate()             // per-route buckets: there may be a global limit over them
 	}
+	k.millisecondResets(&k.model)
 	switch {
 	case sig.Bucket != "" && sig.HasRemaining:
 		k.observeBucket(now, dep, route, sig, coarse)

@@ -811,7 +811,21 @@ func (t *Transport) observeSignal(ctx context.Context, k *keyState, dep *departu
 	if ok {
 		in.ServerNow = in.Now.Add(off)
 	}
+	in.MillisecondResets = k.host.msDeltas.Load()
+	in.MillisecondDelays = k.host.msDelays.Load()
 	*sig = t.parser.Parse(&in)
+	if sig.MillisecondDelay && !in.MillisecondDelays {
+		// A server states its delays alike: those that come without a
+		// window to show their unit (Discord's global limit before API v8)
+		// count milliseconds too.
+		k.host.msDelays.Store(true)
+	}
+	if !in.MillisecondResets && sig.Reset > 0 && k.host.learnResetUnit(k, in.Now, sig.Reset) {
+		// This response and the key's last one showed the host's resets
+		// to count milliseconds: read it again so.
+		in.MillisecondResets = true
+		*sig = t.parser.Parse(&in)
+	}
 	kind := overloadOutage
 	if overloaded(resp.StatusCode, sig) && t.probe.initial > 0 {
 		// An overload without a stated delay: the host is down for now, and

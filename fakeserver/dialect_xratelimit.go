@@ -52,6 +52,9 @@ const (
 	ResetJSDate
 	// ResetNone sends no reset (Akamai).
 	ResetNone
+	// ResetDeltaMillis is the milliseconds until the reset, rounded up
+	// (Prisjakt's X-Rate-Limit-Reset: 600000, ten minutes).
+	ResetDeltaMillis
 )
 
 // WaitForm is how an XRateLimit rejection names its wait.
@@ -98,6 +101,9 @@ func (d XRateLimit) reset(now time.Time, after time.Duration) (string, time.Dura
 		return strconv.FormatInt(ms.UnixMilli(), 10), ms.Sub(now)
 	case ResetRFC3339:
 		return at.UTC().Format(time.RFC3339), at.Sub(now)
+	case ResetDeltaMillis:
+		ms := ceilTo(after, time.Millisecond)
+		return strconv.FormatInt(ms.Milliseconds(), 10), ms
 	case ResetJSDate:
 		cet := time.FixedZone("CET", 3600)
 		return at.In(cet).Format("Mon Jan 02 2006 15:04:05 GMT-0700") + " (Central European Standard Time)", at.Sub(now)

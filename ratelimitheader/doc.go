@@ -16,6 +16,14 @@
 // several windows, a spent one governs the wait, and the one with the fewest
 // left is the quota reported.
 //
+// What one response cannot tell, several can: a bare reset in
+// milliseconds (Prisjakt's X-Rate-Limit-Reset: 600000) read as seconds falls
+// a thousand times faster than the clock (ResetsFall), and a server whose
+// 429 showed its delays in milliseconds states them so where nothing shows
+// it (Discord's global limit before v8; Signal.MillisecondDelay). A client
+// that learned it says so with Input.MillisecondResets and
+// Input.MillisecondDelays; package headway's Transport does, per host.
+//
 // It is pure: Parse and Parser.Parse take the status, the header, a prefix
 // of the body and the clocks, and return a Signal; they never block, never
 // keep their input and never panic on malformed fields, which they ignore.

@@ -54,6 +54,14 @@ import (
 //     Cost, Credits, Bytes, Units, Concurrent; see xKind): an exhausted
 //     one governs the wait, but is not Remaining.
 //
+// A kind Per<window> names its window too (Tumblr's
+// X-Ratelimit-Perday-Remaining and -Perhour-); X-RateLimit-Type names the
+// window of the kind-less fields (Zoom's Daily-limit and QPS; see
+// typeWindow); X-RateLimit-Resource: graphql makes them count GitHub's
+// GraphQL points, not requests. Stack Overflow for Teams names each
+// limiter's fields X-<limiter>-Calls-Left, -Seconds-Until-Full and
+// -Seconds-Until-Next-Refill (see countdownName).
+//
 // Some name the window without a RateLimit prefix: Etsy's
 // X-Limit-Per-Second, X-Remaining-This-Second, X-Limit-Per-Day and
 // X-Remaining-Today, Xero's X-DayLimit-Remaining, X-MinLimit-Remaining and
@@ -157,6 +165,7 @@ const (
 	xInterval   // a window's length in seconds, or a duration with its unit
 	xIntervalMs // a window's length in milliseconds
 	xDuration   // a window's length as a duration with its unit only
+	xNextRefill // seconds until a bucket adds its next tokens (Stack Overflow for Teams)
 	xFields     // the number of fields
 )
 
@@ -216,8 +225,12 @@ type xGroup struct {
 	lines [xFields][]string // by field; Usage's go with Used
 	usage bool              // Used came as Usage (Strava)
 	// period is the window the fields' names state, where the kind alone
-	// does not (Xero's X-AppMinLimit-: the kind Appmin, a minute).
+	// does not (Xero's X-AppMinLimit-: the kind Appmin, a minute), or
+	// another field names (Zoom's X-RateLimit-Type; see typeWindow).
 	period time.Duration
+	// unit is what the fields count where another field says it and the
+	// kind does not (GitHub's GraphQL points; see xRateLimitDialect).
+	unit string
 }
 
 // maxXGroups bounds the kinds read from one response.
@@ -234,6 +247,8 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 		buf     [maxXGroups]xGroup
 		groups  = buf[:0]
 		problem string
+		points  bool          // GitHub's x-ratelimit-resource: graphql: the kind-less fields count points
+		typed   time.Duration // the window X-RateLimit-Type names (Zoom's Daily-limit, QPS)
 	)
 	for k, vs := range in.Header {
 		rest, kind := "", ""
@@ -264,6 +279,9 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 		if rest == "" && f == xNone {
 			kind, f = xAlias(k)
 		}
+		if rest == "" && f == xNone {
+			kind, f = countdownName(k)
+		}
 		if f == xNone {
 			if rest == "" {
 				if k != "X-Rate-Limit" && k != "X-Ratelimit" { // Zendesk, CometChat, Composio
@@ -273,9 +291,16 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 			}
 			switch rest {
 			case "Bucket", "Resource", "Name":
-				if b := firstItem(vs); s.Bucket == "" && b != "" {
+				b := firstItem(vs)
+				if s.Bucket == "" && b != "" {
 					s.Bucket = b
 				}
+				if rest == "Resource" && strings.EqualFold(b, "graphql") {
+					points = true
+				}
+				continue
+			case "Type":
+				typed = typeWindow(firstItem(vs))
 				continue
 			case "Problem":
 				problem = firstItem(vs)
@@ -311,6 +336,14 @@ func (xRateLimitDialect) parse(in *input, s *Signal) {
 	}
 	shareReset(groups)
 	for i := range groups {
+		if groups[i].kind == "" {
+			if points {
+				groups[i].unit = "points"
+			}
+			if typed > 0 && groups[i].period == 0 {
+				groups[i].period = typed
+			}
+		}
 		groups[i].add(in, s, silent)
 	}
 	if problem != "" && s.Throttled {
@@ -449,6 +482,9 @@ func (g *xGroup) add(in *input, s *Signal, silent bool) {
 	if g.period > 0 {
 		period = g.period
 	}
+	if g.unit != "" {
+		unit = g.unit
+	}
 	stated, ok := maxOf(g.lines[xInterval], parsePeriod)
 	for _, f := range [...]struct {
 		field xField
@@ -510,6 +546,12 @@ func (g *xGroup) add(in *input, s *Signal, silent bool) {
 	case stated == 0:
 		if iv, ok := msWindow(g.lines[xDuration], resets); ok {
 			period, parse = iv, parseResetMillis
+			break
+		}
+		fallthrough
+	default:
+		if in.MillisecondResets || msResets(resets, period, s) {
+			parse = parseDeltaMillis
 		}
 	}
 	derived := false
@@ -568,6 +610,11 @@ func (g *xGroup) add(in *input, s *Signal, silent bool) {
 	for _, v := range resets {
 		w.addReset(parse(v, in))
 	}
+	if d, ok := maxOf(g.lines[xNextRefill], parseSeconds); ok && w.hasRem && w.remaining == 0 {
+		// An empty bucket has requests again at its next refill, long
+		// before it is full (see countdownName).
+		w.reset, w.hasRst = d, true
+	}
 	if !w.hasRem && len(rem)+len(used) == 0 && w.hasRst && (period > 0 || silent) && in.Status == http.StatusTooManyRequests {
 		// A 429 that describes one window by its length and reset, and
 		// says nothing of what is left (ImageKit's Limit, Reset and
@@ -621,6 +668,51 @@ func msWindow(intervals, resets []string) (time.Duration, bool) {
 		}
 	}
 	return time.Duration(iv) * time.Millisecond, true
+}
+
+// msResets reports whether a window's resets, stated as bare whole numbers
+// that read as deltas in seconds, count milliseconds instead, as
+// Prisjakt's X-Rate-Limit-Reset does (Prisjakt API docs, Rate Limits: "the
+// time in milliseconds when the current rate limit window resets",
+// X-Rate-Limit-Reset: 600000), where the same response shows it:
+//
+//   - a response that is not throttled states the window's length, period:
+//     every reset, read in seconds, is beyond it by more than an eighth of
+//     it and a second, which no reset of a window that still admits
+//     requests is, and read in milliseconds within it (a throttled response may name a reset far
+//     beyond its window, the block of a punishing server, and is left to
+//     the next rule);
+//   - or the response states a delay (Retry-After, read before the
+//     dialects): every reset, read in milliseconds, agrees with it to
+//     within a second, and read in seconds is more than a second longer.
+//
+// A reset that is not a whole number, zero, an epoch, or any reset that
+// fits in seconds keeps its reading in seconds: nothing else in a single
+// response tells a delta in milliseconds from a long one in seconds (only
+// successive responses would: a delta in milliseconds read as seconds
+// falls a thousand times faster than the clock).
+func msResets(resets []string, period time.Duration, s *Signal) bool {
+	byWindow, byDelay := period > 0 && !s.Throttled, s.RetryAfter && s.Wait > 0
+	if len(resets) == 0 || (!byWindow && !byDelay) {
+		return false
+	}
+	for _, v := range resets {
+		n, frac, ok := parseNumber(v)
+		if !ok || frac != 0 || n == 0 || n >= surelyDelta {
+			return false
+		}
+		sec, ms := time.Duration(n)*time.Second, time.Duration(n)*time.Millisecond
+		// Beyond the window by an eighth and a second: a day's window
+		// counted in local time lasts 25 hours once a year.
+		fits := byWindow && sec > period+period/8+time.Second && ms <= period+time.Second
+		if byDelay && sec > s.Wait+time.Second && ms-s.Wait <= time.Second && s.Wait-ms <= time.Second {
+			fits = true
+		}
+		if !fits {
+			return false
+		}
+	}
+	return true
 }
 
 // policyCounts records in s the members of a Remaining field that name
@@ -713,6 +805,16 @@ func parseResetMillis(v string, in *input) (time.Duration, bool) {
 	return parseReset(v, in)
 }
 
+// parseDeltaMillis parses a reset whose bare whole deltas (below
+// surelyDelta) count milliseconds (see msResets, Input.MillisecondResets);
+// any other form is read as parseReset reads it.
+func parseDeltaMillis(v string, in *input) (time.Duration, bool) {
+	if n, frac, ok := parseNumber(v); ok && frac == 0 && n < surelyDelta {
+		return toDuration(n, 0, time.Millisecond), true
+	}
+	return parseReset(v, in)
+}
+
 // stravaWindow returns the period and the reset of Strava's window i (of
 // two): 15 minutes, starting at 0, 15, 30 and 45 minutes past the hour, and
 // a day, starting at midnight UTC.
@@ -738,6 +840,12 @@ func xKind(kind string) (unit string, period time.Duration) {
 	last := kind[strings.LastIndexByte(kind, '-')+1:]
 	if p, ok := periodName(last); ok {
 		period = p
+	} else if w, ok := cutPrefixFold(last, "per"); ok && w != "" && !isDigit(w[0]) {
+		// Tumblr's X-Ratelimit-Perday-Remaining and -Perhour-: the window
+		// after "per", by name only (Per30 is no window).
+		if p, ok := periodName(w); ok {
+			period = p
+		}
 	}
 	for word := range strings.SplitSeq(kind, "-") {
 		for _, u := range nonRequestUnits {
@@ -747,6 +855,49 @@ func xKind(kind string) (unit string, period time.Duration) {
 		}
 	}
 	return "", period
+}
+
+// typeWindow returns the window a value of X-RateLimit-Type names, or
+// zero: Zoom's Daily-limit (a day) and QPS (a second), which say which of
+// an endpoint's limits the kind-less X-RateLimit-Limit and -Remaining
+// describe (Zoom API docs, Rate limits: "Rate Limit Type - how that quota
+// is enforced, either per second (QPS) or as a daily limit"; the example
+// 429 has X-RateLimit-Category: Heavy, X-RateLimit-Type: Daily-limit,
+// X-RateLimit-Limit: 30000, X-RateLimit-Remaining: 0). A value naming no
+// window (a category such as Heavy) is none.
+func typeWindow(v string) time.Duration {
+	v = trimOWS(v)
+	switch {
+	case eqFold(v, "qps") || eqFold(v, "rps"):
+		return time.Second
+	case eqFold(v, "qpm") || eqFold(v, "rpm"):
+		return time.Minute
+	}
+	if w, ok := cutSuffixFold(v, "-limit"); ok {
+		v = w
+	}
+	if d, ok := periodName(v); ok && !isDigit(v[0]) {
+		return d
+	}
+	return 0
+}
+
+// cutPrefixFold is strings.CutPrefix ignoring ASCII case; prefix must be
+// lower case.
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if hasPrefixFold(s, prefix) {
+		return s[len(prefix):], true
+	}
+	return s, false
+}
+
+// cutSuffixFold is strings.CutSuffix ignoring ASCII case; suffix must be
+// lower case.
+func cutSuffixFold(s, suffix string) (string, bool) {
+	if len(s) >= len(suffix) && eqFold(s[len(s)-len(suffix):], suffix) {
+		return s[:len(s)-len(suffix)], true
+	}
+	return s, false
 }
 
 // nonRequestUnits are the words that name, in a kind of X-RateLimit field,
@@ -989,10 +1140,21 @@ func (discordDialect) parse(in *input, s *Signal) {
 // longer, which would hand a 2-second throttle back as a half-hour one.
 //
 // Without a spent window or a Retry-After to measure it against (Discord's
-// global limit before v8), n counts seconds.
+// global limit before v8), n counts seconds, unless Input.MillisecondDelays
+// says the server's delays count milliseconds (as its earlier answers
+// showed: see Signal.MillisecondDelay).
 func bodyDelay(in *input, s *Signal, n uint64, frac uint32, whole bool) {
 	sec := toDuration(n, frac, time.Second)
+	if whole && in.MillisecondDelays {
+		// The server's delays count milliseconds (see Input): the
+		// header's, read so too, agrees.
+		s.refineRetryAfter(toDuration(n, 0, time.Millisecond))
+		s.MillisecondDelay = true
+		return
+	}
 	if whole && s.RetryAfter && sec > s.Wait+time.Second {
+		// Milliseconds beside a Retry-After in seconds: the body's unit,
+		// not the server's (MillisecondDelay stays unset).
 		ms := toDuration(n, 0, time.Millisecond)
 		if d := ms - s.Wait; d >= -time.Second && d <= time.Second {
 			s.refineRetryAfter(ms)
@@ -1000,19 +1162,31 @@ func bodyDelay(in *input, s *Signal, n uint64, frac uint32, whole bool) {
 		}
 	}
 	if !whole || !in.hasSpent || sec <= in.spent+time.Second {
-		s.refineRetryAfter(sec)
+		bodySeconds(s, sec)
 		return
 	}
 	ms := toDuration(n, 0, time.Millisecond)
 	if ms > in.spent+time.Second {
-		s.refineRetryAfter(sec)
+		bodySeconds(s, sec)
 		return
 	}
 	if s.RetryAfter && s.Wait == sec {
 		s.Wait = ms // the same number, stated in milliseconds twice
-		return
+	} else {
+		s.refineRetryAfter(ms)
 	}
-	s.refineRetryAfter(ms)
+	// The delay is the one read in milliseconds, not a longer one the
+	// header stated in seconds.
+	s.MillisecondDelay = s.Wait == ms
+}
+
+// bodySeconds records sec, a delay a 429's body states in seconds: the
+// delay is then no longer one read in milliseconds, if it wins.
+func bodySeconds(s *Signal, sec time.Duration) {
+	s.refineRetryAfter(sec)
+	if s.Wait == sec {
+		s.MillisecondDelay = false
+	}
 }
 
 // The kinds of delay a 429's body states (see delayKind).
@@ -1570,6 +1744,39 @@ func xAlias(k string) (kind string, f xField) {
 		return "Bapi-", xRemaining
 	case "X-Bapi-Limit-Reset-Timestamp":
 		return "Bapi-", xReset
+	}
+	return "", xNone
+}
+
+// countdownSuffixes are the fields countdownName knows, canonical.
+var countdownSuffixes = [...]struct {
+	suffix string
+	field  xField
+}{
+	{"-Calls-Left", xRemaining},
+	{"-Seconds-Until-Full", xResetAfter},
+	{"-Seconds-Until-Next-Refill", xNextRefill},
+}
+
+// countdownName returns the kind and the field of a field named
+// X-<limiter>-Calls-Left, -Seconds-Until-Full or
+// -Seconds-Until-Next-Refill, or xNone: Stack Overflow for Teams API v3
+// (Rate Limiting and Throttling: x-burst-throttle-calls-left and
+// x-burst-throttle-seconds-until-full, 50 requests in two seconds;
+// x-token-bucket-calls-left, x-token-bucket-seconds-until-full and
+// x-token-bucket-seconds-until-next-refill, a bucket of 5,000 refilled
+// 100 every 60 seconds). Each limiter is a window of its own, the
+// limiter's name its kind: what is left, the seconds until it is full
+// again (its reset), and for a bucket the seconds until its next refill,
+// which is when an empty one has requests again. k is canonical.
+func countdownName(k string) (kind string, f xField) {
+	if !strings.HasPrefix(k, "X-") {
+		return "", xNone
+	}
+	for _, c := range countdownSuffixes {
+		if kind, ok := strings.CutSuffix(k[len("X-"):], c.suffix); ok && kind != "" {
+			return kind, c.field
+		}
 	}
 	return "", xNone
 }

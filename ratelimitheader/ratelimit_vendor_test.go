@@ -498,12 +498,13 @@ func TestBodyDelayUnit(t *testing.T) {
 	with := func(h [][2]string, more ...[2]string) [][2]string {
 		return append(append([][2]string(nil), h...), more...)
 	}
+	msSignal := func(sig Signal) Signal { sig.MillisecondDelay = true; return sig }
 	spentSignal := func(wait, reset time.Duration) Signal {
 		return Signal{Throttled: true, Wait: wait, HasWait: true, RetryAfter: true, HasRemaining: true, Reset: reset}
 	}
 	runCases(t, nil, []signalCase{
 		{name: "a whole number a spent window bounds in milliseconds only: milliseconds", status: 429,
-			headers: spent("1"), body: `{"retry_after":19}`, want: spentSignal(19*ms, s)},
+			headers: spent("1"), body: `{"retry_after":19}`, want: msSignal(spentSignal(19*ms, s))},
 		{name: "a whole number within a second of the spent window: seconds", status: 429,
 			headers: spent("1"), body: `{"retry_after":2}`, want: spentSignal(2*s, s)},
 		{name: "a whole number past the window in milliseconds too: seconds", status: 429,
@@ -523,10 +524,25 @@ func TestBodyDelayUnit(t *testing.T) {
 			headers: with(spent("1"), [2]string{"Retry-After", "30"}), body: `{"retry_after":25}`, want: spentSignal(30*s, s)},
 		{name: "a Retry-After of the same number counted milliseconds too (Discord before v8)", status: 429,
 			headers: with(spent("7"), [2]string{"Retry-After", "6457"}), body: `{"retry_after":6457,"global":false}`,
-			want: spentSignal(6457*ms, 7*s)},
+			want: msSignal(spentSignal(6457*ms, 7*s))},
 		{name: "Discord's global limit before v8: no window to tell the unit by, seconds", status: 429,
 			headers: [][2]string{dateNow, {"Retry-After", "6457"}, {"X-RateLimit-Global", "true"}}, body: `{"retry_after":6457,"global":true}`,
 			want: Signal{Throttled: true, Scope: ScopeGlobal, Wait: 6457 * s, HasWait: true, RetryAfter: true, OverMaxServerWait: true}},
+		{name: "Discord's global limit before v8, the server's delays known in milliseconds", status: 429, msDelays: true,
+			headers: [][2]string{dateNow, {"Retry-After", "6457"}, {"X-RateLimit-Global", "true"}}, body: `{"retry_after":6457,"global":true}`,
+			want: Signal{Throttled: true, Scope: ScopeGlobal, Wait: 6457 * ms, HasWait: true, RetryAfter: true, MillisecondDelay: true}},
+		{name: "known in milliseconds, a Retry-After alone", status: 429, msDelays: true,
+			headers: [][2]string{dateNow, {"Retry-After", "250"}},
+			want:    Signal{Throttled: true, Wait: 250 * ms, HasWait: true, RetryAfter: true, MillisecondDelay: true}},
+		{name: "known in milliseconds, a decimal body still counts seconds and the longer wins (Discord since v8)", status: 429, msDelays: true,
+			headers: [][2]string{dateNow, {"Retry-After", "65"}}, body: `{"retry_after":64.57,"global":true}`,
+			want: Signal{Throttled: true, Scope: ScopeGlobal, Wait: 64570 * ms, HasWait: true, RetryAfter: true}},
+		{name: "known in milliseconds, a 503's Retry-After still counts seconds", status: 503, msDelays: true,
+			headers: [][2]string{dateNow, {"Retry-After", "120"}},
+			want:    Signal{Throttled: true, Wait: 120 * s, HasWait: true, RetryAfter: true}},
+		{name: "known in milliseconds, a date is a date", status: 429, msDelays: true,
+			headers: [][2]string{dateNow, {"Retry-After", "Tue, 10 Mar 2026 12:00:30 GMT"}},
+			want:    Signal{Throttled: true, Wait: 30 * s, HasWait: true, RetryAfter: true}},
 		{name: "a body on a 200 says nothing", status: 200, headers: spent("1"), body: `{"retry_after":19}`,
 			want: Signal{Wait: s, HasWait: true, HasRemaining: true, Reset: s}},
 	})

@@ -2,6 +2,7 @@ package ratelimitheader
 
 import (
 	"math"
+	"net/http"
 	"strings"
 	"time"
 )
@@ -29,6 +30,13 @@ func readRetryAfter(in *input, s *Signal) {
 			break
 		}
 		for _, v := range fieldItems(buf[:0], in.Header[name]) {
+			if in.MillisecondDelays && in.Status == http.StatusTooManyRequests && allDigits(v) {
+				// The server's delays count milliseconds (see Input).
+				d, _ := parseMillis(v)
+				s.AddRetryAfter(d)
+				s.MillisecondDelay = true
+				continue
+			}
 			if d, ok := parseRetryAfter(v, in); ok {
 				s.AddRetryAfter(d)
 			}
@@ -291,6 +299,10 @@ func parseJSDate(v string) (time.Time, bool) {
 	return t, err == nil
 }
 
+// surelyDelta is where a reset stated as a number of seconds stops being
+// a delta whatever the clock says: three years.
+const surelyDelta = 100_000_000
+
 // resetFromNumber tells a delta in seconds from an epoch in seconds or
 // milliseconds. Relative to the server's clock S (in seconds, about 1.8e9 in
 // 2026): below S/2 it is a delta (no window lasts decades), below 500·S
@@ -298,7 +310,6 @@ func parseJSDate(v string) (time.Time, bool) {
 // cap is still a reset), below 30000·S epoch milliseconds (from a quarter of
 // S ago on); beyond, nonsense.
 func resetFromNumber(n uint64, frac uint32, in *input) (time.Duration, bool) {
-	const surelyDelta = 100_000_000 // three years: a delta whatever the clock says
 	if n < surelyDelta {
 		return toDuration(n, frac, time.Second), true
 	}

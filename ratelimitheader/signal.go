@@ -82,6 +82,15 @@ type Signal struct {
 	Limit  int64
 	Period time.Duration
 
+	// MillisecondDelay reports that the stated delay (RetryAfter) was a
+	// bare whole number read in milliseconds: the response showed it (a
+	// spent window's reset beside it, as Discord's before API v8 and
+	// PluralKit's; see the discord dialect), or Input.MillisecondDelays
+	// said so. A server states its delays alike: a client may set
+	// Input.MillisecondDelays for its later responses, whose delays may
+	// come without a window to show it (Discord's global limit).
+	MillisecondDelay bool
+
 	// Bucket is the vendor's name for the limit the response counted
 	// against, where every response of that limit gives it: Discord's
 	// X-RateLimit-Bucket, GitHub's x-ratelimit-resource, Datadog's
@@ -227,6 +236,44 @@ type Input struct {
 	// When zero, the response's Date header stands in for it, and Now when
 	// there is no valid Date.
 	ServerNow time.Time
+	// MillisecondResets, when set, says that the server's bare resets count
+	// milliseconds, as earlier responses of the same server showed (see
+	// ResetsFall): a reset of the X-RateLimit family stated as a whole
+	// number below 1e8, which a single response leaves to read in seconds,
+	// is read in milliseconds. Epochs, fractions and resets whose field
+	// says its unit are read as always.
+	MillisecondResets bool
+	// MillisecondDelays, when set, says that the server's bare delays count
+	// milliseconds, as an earlier response of the same server showed (see
+	// Signal.MillisecondDelay): a 429's Retry-After and the delay its body
+	// states (retry_after, retry-after) are read in milliseconds when they
+	// are whole numbers. A delay with a fraction is read in seconds, as
+	// always, and a longer one it states beside them wins.
+	MillisecondDelays bool
+}
+
+// ResetsFall reports whether a reset read from a response, prev, and one
+// read from a later response of the same window, next, elapsed apart,
+// show resets that count milliseconds read as seconds: the delta fell about
+// a thousand times faster than the clock (to within a quarter of elapsed,
+// and as much again up to 20 ms for the latency of each answer), and by
+// more than a reset in seconds can fall in that time. A reset in seconds,
+// a delta or an epoch, falls as fast as the clock, and a window that turns
+// resets later: none falls faster. A client that sees it for a server's
+// resets, more than once to rule out a glitch (replicas whose clocks
+// differ by seconds), sets Input.MillisecondResets for its responses from
+// then on.
+func ResetsFall(prev, next, elapsed time.Duration) bool {
+	if elapsed <= 0 || next <= 0 || prev <= next || elapsed > maxPeriod {
+		return false
+	}
+	fell := prev - next // a thousandth of it in milliseconds, if they count them
+	if fell <= elapsed+2*time.Second {
+		return false
+	}
+	ms := fell / 1000
+	slack := elapsed/4 + min(elapsed, 20*time.Millisecond)
+	return ms >= elapsed-slack && ms <= elapsed+slack
 }
 
 // ServerTime returns the server's clock at receipt against which absolute
@@ -516,6 +563,7 @@ func sanitize(s *Signal, maxWait time.Duration) {
 	if !s.HasWait {
 		s.Wait, s.RetryAfter = 0, false
 	}
+	s.MillisecondDelay = s.MillisecondDelay && s.RetryAfter
 	if s.Remaining < 0 || !s.HasRemaining {
 		s.Remaining, s.HasRemaining = 0, false
 	}
@@ -699,6 +747,9 @@ func scanHeader(h http.Header) family {
 				f = famXRateLimit // Etsy's and Xero's windows in the name
 			case hasPrefixFold(k, "x-bapi-limit"):
 				f = famXRateLimit // Bybit's X-Bapi-Limit-* (see xAlias)
+			case hasSuffixFold(k, "-calls-left") || hasSuffixFold(k, "-seconds-until-full") ||
+				hasSuffixFold(k, "-seconds-until-next-refill"):
+				f = famXRateLimit // Stack Overflow for Teams' limiters (see countdownName)
 			case eqFold(k, "x-ms-retry-after-ms"):
 				f = famRetryAfter
 			case eqFold(k, "x-shopify-shop-api-call-limit"):
@@ -756,6 +807,12 @@ func scanHeader(h http.Header) family {
 // prefix must be lower-case letters, digits and '-'.
 func hasPrefixFold(s, prefix string) bool {
 	return len(s) >= len(prefix) && eqFold(s[:len(prefix)], prefix)
+}
+
+// hasSuffixFold reports whether s ends with suffix, ignoring ASCII case;
+// suffix must be lower-case letters, digits and '-'.
+func hasSuffixFold(s, suffix string) bool {
+	return len(s) >= len(suffix) && eqFold(s[len(s)-len(suffix):], suffix)
 }
 
 // eqFold reports whether s equals lower, ignoring ASCII case; lower must be

@@ -261,5 +261,9 @@ func FuzzParseSignal(f *testing.F) {
 		}
 		checkFuzzed(t, Parse(in))
 		checkFuzzed(t, (&Parser{MaxServerWait: time.Second}).Parse(in))
+		// As a client that learned the server's units reads it.
+		ms := *in
+		ms.MillisecondResets, ms.MillisecondDelays = true, true
+		checkFuzzed(t, Parse(&ms))
 	})
 }

@@ -22,7 +22,13 @@ type vector struct {
 	LocalNow time.Time   `json:"local_now"`
 	Headers  [][2]string `json:"headers"`
 	Body     string      `json:"body"`
-	Expect   struct {
+	// MillisecondResets and MillisecondDelays, this package's own additions
+	// to the shared format, set the Input fields of those names: the
+	// response as read by a client that learned the server's units from its
+	// earlier responses.
+	MillisecondResets bool `json:"millisecond_resets"`
+	MillisecondDelays bool `json:"millisecond_delays"`
+	Expect            struct {
 		Throttled     bool     `json:"throttled"`
 		WaitS         *float64 `json:"wait_s"`
 		WaitTolerance *float64 `json:"wait_tolerance_s"`
@@ -64,7 +70,8 @@ func (v vector) input() *Input {
 	for _, kv := range v.Headers {
 		h.Add(kv[0], kv[1])
 	}
-	in := &Input{Status: v.Status, Header: h, Now: v.LocalNow}
+	in := &Input{Status: v.Status, Header: h, Now: v.LocalNow,
+		MillisecondResets: v.MillisecondResets, MillisecondDelays: v.MillisecondDelays}
 	if v.Body != "" {
 		in.Body = []byte(v.Body)
 	}
@@ -166,6 +173,8 @@ type signalCase struct {
 	headers [][2]string
 	body    string
 	want    Signal
+	// msDelays sets Input.MillisecondDelays.
+	msDelays bool
 }
 
 // caseNow is the local clock of every signalCase; dateNow its Date header.
@@ -182,7 +191,7 @@ func runCases(t *testing.T, p *Parser, cases []signalCase) {
 			for _, kv := range c.headers {
 				h[kv[0]] = append(h[kv[0]], kv[1]) // keys as given, even non-canonical
 			}
-			in := &Input{Status: c.status, Header: h, Now: caseNow}
+			in := &Input{Status: c.status, Header: h, Now: caseNow, MillisecondDelays: c.msDelays}
 			if c.body != "" {
 				in.Body = []byte(c.body)
 			}
