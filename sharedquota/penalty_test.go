@@ -1,6 +1,7 @@
 package sharedquota
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/headway-go/headway/fakeserver"
+	"github.com/headway-go/headway/ratelimitheader"
 )
 
 // timeline records when each answer of a Server left, and its status.
@@ -230,5 +232,47 @@ func TestAFleetMeetsABlockOnce(t *testing.T) {
 				t.Errorf("%d requests sent into blocks, want 24 at most", p.st.Blocked)
 			}
 		})
+	}
+}
+
+// TestTheFirstBurstCountsWhatLeft: the pace a fleet resumes at after the
+// block its first burst met is what that burst let through a second: the
+// requests that left at once, less those throttled, not the requests
+// reserved after the pause the first throttle set (the root shares the
+// pause before the throttle): they wait for the block's end, and are
+// no part of the burst. Here 16 leave at once, 6 of them are throttled,
+// and 4 more are booked after the pause of 10 s: the fleet resumes at
+// 10/s at most (before: 14/s, above the server's rate, and a second
+// block).
+func TestTheFirstBurstCountsWhatLeft(t *testing.T) {
+	c := newClient(t, redisAddr(t))
+	ctx := context.Background()
+	q := newQuota(t, c, WithHeartbeat(time.Hour))
+	for i := range 16 {
+		if d, err := q.Reserve(ctx, "k", nil, 1, forever); err != nil || d != 0 {
+			t.Fatalf("reservation %d of the burst: %v, %v; want to leave at once", i, d, err)
+		}
+	}
+	if err := q.Pause(ctx, "k", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if d, err := q.Reserve(ctx, "k", nil, 1, forever); err != nil || d < 9*time.Second {
+			t.Fatalf("reservation %d after the pause: %v, %v; want one after it", i, d, err)
+		}
+	}
+	throttle := ratelimitheader.Signal{Throttled: true, HasWait: true, Wait: 10 * time.Second, RetryAfter: true}
+	for range 6 {
+		if err := q.Learn(ctx, "k", throttle); err != nil {
+			t.Fatal(err)
+		}
+	}
+	quota, _ := q.KeyNames("k")
+	ar, err := c.HGet(ctx, quota, "ar").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ar > 10_000 {
+		t.Errorf("the fleet resumes at %.1f/s after the block; the burst let 10 through", float64(ar)/1000)
 	}
 }

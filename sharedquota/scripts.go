@@ -206,7 +206,8 @@ end
 // pace of the curve at now (climbing from "ao" over "ak", if set), burst
 // 1, whose TAT is the field "at". It counts
 // itself in the field "an" (the count of such reservations; "a1" the
-// instant counting began) and returns four more integers: "an" after it,
+// instant counting began; "ax" the count of the last that left at once,
+// not after a wait for a pause or a pace) and returns four more integers: "an" after it,
 // the slowest interval it applied (µs; 0: none), which the process keeps
 // for its fallback, "acn", the count at the last cut (see cutScript), and
 // 1 if it was held for the fleet's probe, else 0.
@@ -340,6 +341,16 @@ end
 if learned and spent > 0 then
   -- Reservations without limits are counted, whether or not a pace is
   -- learned yet: the fleet's first throttle measures what it sent.
+  -- ax: the count of the last of them that left at once (see
+  -- cutScript), which a wait for a pause or a pace does not raise.
+  local left = 0
+  for s = 1, spent do
+    if waits[s] == 0 then left = s end
+  end
+  if left > 0 then
+    hs[#hs + 1] = 'ax'
+    hs[#hs + 1] = string.format('%d', an + left)
+  end
   an = an + spent
   hs[#hs + 1] = 'an'
   hs[#hs + 1] = string.format('%d', an)
@@ -556,7 +567,8 @@ return 1
 // requests of the first burst, less each of them throttled since, "ay":
 // the fewest counted before one of them throttled, "ad": the burst's
 // span, µs, a second at least, "ae": the count before it, "ag": "1" when
-// "ao" is a block's end or a named wait's); ARGV[2]:
+// "ao" is a block's end or a named wait's, "ax": the count of the last
+// reservation that left at once, see reserveScript); ARGV[2]:
 // the margin of the TTL, in ms; ARGV[3]: the cap on waits, µs; ARGV[4]:
 // the channel, on which a cut is published as "c <hash name> <acn>";
 // ARGV[5]: the processes announced; ARGV[6]: the wait the throttle named,
@@ -571,7 +583,7 @@ local margin = tonumber(ARGV[2]) * 1000
 local cap = tonumber(ARGV[3])
 local procs = math.max(math.floor(tonumber(ARGV[5]) or 1), 1)
 local named = math.min(math.max(tonumber(ARGV[6]) or 0, 0), cap)
-local fields = {'exp', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'hw', 'am', 'amn', 'ab', 'aw', 'ao', 'ak', 'ap', 'ay', 'au', 'ag', 'ad', 'ae'}
+local fields = {'exp', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'hw', 'am', 'amn', 'ab', 'aw', 'ao', 'ak', 'ap', 'ay', 'au', 'ag', 'ad', 'ae', 'ax'}
 local v = redis.call('HMGET', KEYS[1], unpack(fields))
 if rebased(v[9]) then v = redis.call('HMGET', KEYS[1], unpack(fields)) end
 local ar = valid(v[3], aimdMost)
@@ -614,9 +626,17 @@ end
 local measured, sent, keep = 0, 0, beta
 local hs = {'ap', '0', 'ag', '0'}
 if not active then
+  -- What the first burst sent: the reservations that left at once ("ax",
+  -- see reserveScript; "an" from a process that does not count it), not
+  -- those booked after the pause a throttle with its wait set meanwhile
+  -- (the root shares that pause first): counted in the burst, those
+  -- resumed the fleet after the block above the rate it had measured,
+  -- and met a second block.
+  local gone = math.min(math.floor(valid(v[22], 1e15) or an), an)
+  if gone <= acn then gone = an end
   ad, ae = math.min(math.max(now - a1, 1000000), aimdLife), acn
-  measured = (an - acn) * 1000000000 / ad
-  au, ay = math.max(an - acn - 1, 1), math.max(math.min(bound, an) - acn - 1, 1) -- this one was throttled
+  measured = (gone - acn) * 1000000000 / ad
+  au, ay = math.max(gone - acn - 1, 1), math.max(math.min(bound, gone) - acn - 1, 1) -- this one was throttled
   slow = true
   o, k = now, aimdK
   if named >= blockLeast and named % 1000000 == 0 and named > 4 * (now - a1) then
