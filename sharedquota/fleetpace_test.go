@@ -434,7 +434,7 @@ func TestPoisonedFleetPace(t *testing.T) {
 	c := newClient(t, redisAddr(t))
 	ctx := context.Background()
 	bad := []string{"9223372036854775807", "nan", "-nan", "inf", "-inf", "1e300", "-5", "abc", "", "1e15"}
-	for _, field := range []string{"ar", "ac", "as", "at", "an", "a1", "acn", "po", "ph", "ao", "ak", "ap", "ay", "au", "ag", "ad", "ae", "ax"} {
+	for _, field := range []string{"ar", "ac", "as", "at", "an", "a1", "acn", "po", "ph", "ao", "ak", "ap", "ay", "au", "ag", "ad", "ae", "ax", "aq"} {
 		for _, v := range bad {
 			name := field + "=" + v
 			q := newQuota(t, c, WithHeartbeat(time.Hour))

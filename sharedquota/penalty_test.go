@@ -276,3 +276,74 @@ func TestTheFirstBurstCountsWhatLeft(t *testing.T) {
 		t.Errorf("the fleet resumes at %.1f/s after the block; the burst let 10 through", float64(ar)/1000)
 	}
 }
+
+// TestAWindowAfterAll: a fleet's first throttle that names a long wait in
+// whole seconds is taken for a block's (the climb back takes penClimb
+// times the wait); the first throttle sent after it tells a window from a
+// block, as a process's does (the root's aimd.windowAfterAll): naming a
+// wait shorter by half a second or more, it is a window's boundary, and
+// the fleet forgets the block (the climb back takes aimdK) and waits as
+// long as the first wait; naming one as long, a block's, which stays.
+// (Before: the fleet took every such first wait for a block's, and
+// climbed back over 40 s after a window of 10 s.)
+func TestAWindowAfterAll(t *testing.T) {
+	c := newClient(t, redisAddr(t))
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		second time.Duration
+		window bool
+	}{{"window", 7 * time.Second, true}, {"block", 10 * time.Second, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newQuota(t, c, WithHeartbeat(time.Hour), WithPrefix(testPrefix(t)))
+			for range 10 {
+				if _, err := q.Reserve(ctx, "k", nil, 1, forever); err != nil {
+					t.Fatal(err)
+				}
+			}
+			named := func(w time.Duration) ratelimitheader.Signal {
+				return ratelimitheader.Signal{Throttled: true, HasWait: true, Wait: w, RetryAfter: true}
+			}
+			if err := q.Learn(ctx, "k", named(10*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			quota, _ := q.KeyNames("k")
+			if ak, err := c.HGet(ctx, quota, "ak").Int64(); err != nil || ak != int64(aimdPenClimb*10*time.Second/time.Microsecond) {
+				t.Fatalf("after the first throttle, the climb takes %dµs (%v), want penClimb times the wait", ak, err)
+			}
+			// A cycle sent after the wait (here, without the pause the
+			// root would share: at the fleet's pace), the last of it
+			// throttled.
+			var last time.Duration
+			for range 5 {
+				d, err := q.Reserve(ctx, "k", nil, 1, forever)
+				if err != nil || d > 2*time.Second {
+					t.Fatalf("Reserve after the cut: %v, %v", d, err)
+				}
+				last = max(last, d)
+			}
+			time.Sleep(last + 5*time.Millisecond)
+			if err := q.Learn(ctx, "k", named(tc.second)); err != nil {
+				t.Fatal(err)
+			}
+			ak, err := c.HGet(ctx, quota, "ak").Int64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := q.Reserve(ctx, "k", nil, 1, forever)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.window {
+				if ak > int64(aimdK/time.Microsecond) {
+					t.Errorf("a window after all: the climb takes %v, want aimdK", time.Duration(ak)*time.Microsecond)
+				}
+				if p < 9*time.Second {
+					t.Errorf("a window after all: the next request waits %v, want the first wait, 10s", p)
+				}
+			} else if ak != int64(aimdPenClimb*10*time.Second/time.Microsecond) {
+				t.Errorf("a block: the climb takes %v, want penClimb times the first wait", time.Duration(ak)*time.Microsecond)
+			}
+		})
+	}
+}
