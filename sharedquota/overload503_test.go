@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +27,7 @@ type flood503 struct {
 	st        fakeserver.Stats
 	ok        int64
 	took, min time.Duration
+	line      string
 }
 
 // run503 sends n requests to a server of alg at rate a second, burst rate,
@@ -38,7 +41,8 @@ func run503(tb testing.TB, alg fakeserver.Algorithm, rate, n, procs, workers int
 		Algorithm: alg, Limit: rate, Window: time.Second, Burst: rate, Dialect: bare503{},
 		Faults: fakeserver.Faults{Latency: 20 * time.Millisecond},
 	})
-	ts := httptest.NewServer(srv)
+	tl := &timeline{srv: srv}
+	ts := httptest.NewServer(tl)
 	defer ts.Close()
 	start := time.Now().Add(2 * time.Second)
 	res := runFleet(tb, procs, workerConfig{
@@ -56,6 +60,9 @@ func run503(tb testing.TB, alg fakeserver.Algorithm, rate, n, procs, workers int
 	}
 	out.st, out.took = srv.Stats(), done.Sub(start)
 	out.min = time.Duration(float64(n-rate) / float64(rate) * float64(time.Second))
+	if os.Getenv("FLEET_TIMELINE") != "" {
+		out.line = tl.show(start)
+	}
 	return out
 }
 
@@ -83,6 +90,10 @@ func BenchmarkFleet503Floods(b *testing.B) {
 					b.ReportMetric(float64(r.st.Rejected), "503s")
 					b.ReportMetric(float64(r.ok), "answered")
 					b.ReportMetric(r.min.Seconds()/r.took.Seconds(), "efficiency")
+					if dir := os.Getenv("FLEET_TIMELINE"); dir != "" {
+						name := strings.NewReplacer("/", "_", "=", "").Replace(b.Name())
+						_ = os.WriteFile(dir+"/"+name+".txt", []byte(r.line+"\n"), 0o644)
+					}
 				}
 			})
 		}
