@@ -204,10 +204,10 @@ end
 // TAT is the field "lt". It applies the fleet's pace after bare throttles
 // too, if one is current (see cutScript): a limit of one request at the
 // pace of the curve at now (climbing from "ao" over "ak", if set), burst
-// 1, whose TAT is the field "at". It counts
-// itself in the field "an" (the count of such reservations; "a1" the
-// instant counting began; "ax" the count of the last that left at once,
-// not after a wait for a pause or a pace) and returns four more integers: "an" after it,
+// 1, whose TAT is the field "at". It counts itself in the field "an" (the
+// count of such reservations; "a1" the instant counting began; "ax" the
+// count of the last that left at once, not after a wait for a pause or a
+// pace) and returns four more integers: "an" after it,
 // the slowest interval it applied (µs; 0: none), which the process keeps
 // for its fallback, "acn", the count at the last cut (see cutScript), and
 // 1 if it was held for the fleet's probe, else 0.
