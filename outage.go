@@ -695,6 +695,14 @@ func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict, hung boo
 		o.rare.fine++ // of a request sent before the failure
 	case v == hostDown:
 		o.rare.failed++
+		if o.fleet && o.rare.over.seen && !o.rare.over.down {
+			// An overload of k's own, in an outage its fleet began: a
+			// flood k met, as if its own overload had begun the outage
+			// (see overloads). Held by the fleet before its own
+			// overloads came back, a process never counted the floods,
+			// and its queue went at once when each ended.
+			o.rare.over.down, o.rare.over.downAt = true, now
+		}
 	}
 }
 

@@ -2,6 +2,8 @@ package sharedquota
 
 import (
 	"context"
+	"crypto/sha1"
+	"fmt"
 	"math"
 	"strconv"
 	"testing"
@@ -434,7 +436,7 @@ func TestPoisonedFleetPace(t *testing.T) {
 	c := newClient(t, redisAddr(t))
 	ctx := context.Background()
 	bad := []string{"9223372036854775807", "nan", "-nan", "inf", "-inf", "1e300", "-5", "abc", "", "1e15"}
-	for _, field := range []string{"ar", "ac", "as", "at", "an", "a1", "acn", "po", "ph", "ao", "ak", "ap", "ay", "au", "ag", "ad", "ae"} {
+	for _, field := range []string{"ar", "ac", "as", "at", "an", "a1", "acn", "po", "ph", "ao", "ak", "ap", "ay", "au", "ag", "ad", "ae", "ax", "aq"} {
 		for _, v := range bad {
 			name := field + "=" + v
 			q := newQuota(t, c, WithHeartbeat(time.Hour))
@@ -562,5 +564,59 @@ func TestAFleetThatReadsItsQuotaGetsPastABlock(t *testing.T) {
 				t.Errorf("the fleet sent %d requests into blocks; it overran again after each", st.Blocked)
 			}
 		})
+	}
+}
+
+// slowCut delays the cut script on its way to Redis by d.
+type slowCut struct{ d time.Duration }
+
+func (slowCut) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h slowCut) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if len(args) > 1 {
+			s, _ := args[1].(string)
+			if args[0] == "eval" {
+				s = fmt.Sprintf("%x", sha1.Sum([]byte(s)))
+			}
+			if (args[0] == "evalsha" || args[0] == "eval") && s == cutScript.Hash() {
+				time.Sleep(h.d)
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+func (slowCut) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestAThrottledProcessHoldsItsQueue: a process that met a bare throttle
+// holds its own reservations without limits until Redis has taken the
+// throttle in: one made meanwhile waits for the cut, and leaves at the
+// pace after it, not at once into the block the throttle may have begun
+// (the first burst's requests that reserved while the throttle was on its
+// way went into the block, some 10 of a fleet's).
+func TestAThrottledProcessHoldsItsQueue(t *testing.T) {
+	c := newClient(t, redisAddr(t))
+	c.AddHook(slowCut{100 * time.Millisecond})
+	ctx := context.Background()
+	q := newQuota(t, c, WithHeartbeat(time.Hour), WithTimeout(time.Second))
+	for range 10 {
+		if d, err := q.Reserve(ctx, "k", nil, 1, forever); err != nil || d != 0 {
+			t.Fatalf("the first burst: %v, %v", d, err)
+		}
+	}
+	learnt := make(chan error, 1)
+	go func() { learnt <- q.Learn(ctx, "k", bareThrottle) }()
+	time.Sleep(30 * time.Millisecond) // the throttle is on its way
+	d, err := q.Reserve(ctx, "k", nil, 1, forever)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-learnt; err != nil {
+		t.Fatal(err)
+	}
+	if d < 20*time.Millisecond {
+		t.Errorf("reserved while the throttle was on its way: a wait of %v, want one at the pace after the cut", d)
 	}
 }

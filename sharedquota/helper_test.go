@@ -237,7 +237,9 @@ func countedRun(cfg workerConfig, client *http.Client, q *Redis) (workerResult, 
 				}
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
-				if resp.StatusCode == http.StatusTooManyRequests {
+				// A refusal its retries did not get past (a 429, a 503,
+				// GitHub's 403) is no answer.
+				if resp.StatusCode != http.StatusOK {
 					tooMany.Add(1)
 				} else {
 					ok.Add(1)

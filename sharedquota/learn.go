@@ -161,6 +161,17 @@ func (r *Redis) learnThrottle(ctx context.Context, ks *keyState, named time.Dura
 	if err := r.usable(ks); err != nil {
 		return err
 	}
+	// The process holds its own reservations without limits until Redis
+	// has taken the throttle in (see Reserve): those of its first burst
+	// that reserved while the throttle was on its way went into the
+	// block it began.
+	done := make(chan struct{})
+	if ks.cutting.CompareAndSwap(nil, &done) {
+		defer func() {
+			close(done)
+			ks.cutting.CompareAndSwap(&done, nil)
+		}()
+	}
 	v, err := r.eval(ctx, cutScript, ks.keys, []any{ks.departedSeq(r.now()), r.marginMs(), r.capUs(), r.channel, max(r.live.Load(), 1),
 		min(max(int64(named/time.Microsecond), 0), r.capUs())})
 	if err == nil {

@@ -1,6 +1,7 @@
 package sharedquota
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/headway-go/headway/fakeserver"
+	"github.com/headway-go/headway/ratelimitheader"
 )
 
 // timeline records when each answer of a Server left, and its status.
@@ -228,6 +230,119 @@ func TestAFleetMeetsABlockOnce(t *testing.T) {
 			}
 			if p.st.Blocked > 24 {
 				t.Errorf("%d requests sent into blocks, want 24 at most", p.st.Blocked)
+			}
+		})
+	}
+}
+
+// TestTheFirstBurstCountsWhatLeft: the pace a fleet resumes at after the
+// block its first burst met is what that burst let through a second: the
+// requests that left at once, less those throttled, not the requests
+// reserved after the pause the first throttle set (the root shares the
+// pause before the throttle): they wait for the block's end, and are
+// no part of the burst. Here 16 leave at once, 6 of them are throttled,
+// and 4 more are booked after the pause of 10 s: the fleet resumes at
+// 10/s at most (before: 14/s, above the server's rate, and a second
+// block).
+func TestTheFirstBurstCountsWhatLeft(t *testing.T) {
+	c := newClient(t, redisAddr(t))
+	ctx := context.Background()
+	q := newQuota(t, c, WithHeartbeat(time.Hour))
+	for i := range 16 {
+		if d, err := q.Reserve(ctx, "k", nil, 1, forever); err != nil || d != 0 {
+			t.Fatalf("reservation %d of the burst: %v, %v; want to leave at once", i, d, err)
+		}
+	}
+	if err := q.Pause(ctx, "k", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if d, err := q.Reserve(ctx, "k", nil, 1, forever); err != nil || d < 9*time.Second {
+			t.Fatalf("reservation %d after the pause: %v, %v; want one after it", i, d, err)
+		}
+	}
+	throttle := ratelimitheader.Signal{Throttled: true, HasWait: true, Wait: 10 * time.Second, RetryAfter: true}
+	for range 6 {
+		if err := q.Learn(ctx, "k", throttle); err != nil {
+			t.Fatal(err)
+		}
+	}
+	quota, _ := q.KeyNames("k")
+	ar, err := c.HGet(ctx, quota, "ar").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ar > 10_000 {
+		t.Errorf("the fleet resumes at %.1f/s after the block; the burst let 10 through", float64(ar)/1000)
+	}
+}
+
+// TestAWindowAfterAll: a fleet's first throttle that names a long wait in
+// whole seconds is taken for a block's (the climb back takes penClimb
+// times the wait); the first throttle sent after it tells a window from a
+// block, as a process's does (the root's aimd.windowAfterAll): naming a
+// wait shorter by half a second or more, it is a window's boundary, and
+// the fleet forgets the block (the climb back takes aimdK) and waits as
+// long as the first wait; naming one as long, a block's, which stays.
+// (Before: the fleet took every such first wait for a block's, and
+// climbed back over 40 s after a window of 10 s.)
+func TestAWindowAfterAll(t *testing.T) {
+	c := newClient(t, redisAddr(t))
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		second time.Duration
+		window bool
+	}{{"window", 7 * time.Second, true}, {"block", 10 * time.Second, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newQuota(t, c, WithHeartbeat(time.Hour), WithPrefix(testPrefix(t)))
+			for range 10 {
+				if _, err := q.Reserve(ctx, "k", nil, 1, forever); err != nil {
+					t.Fatal(err)
+				}
+			}
+			named := func(w time.Duration) ratelimitheader.Signal {
+				return ratelimitheader.Signal{Throttled: true, HasWait: true, Wait: w, RetryAfter: true}
+			}
+			if err := q.Learn(ctx, "k", named(10*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			quota, _ := q.KeyNames("k")
+			if ak, err := c.HGet(ctx, quota, "ak").Int64(); err != nil || ak != int64(aimdPenClimb*10*time.Second/time.Microsecond) {
+				t.Fatalf("after the first throttle, the climb takes %dµs (%v), want penClimb times the wait", ak, err)
+			}
+			// A cycle sent after the wait (here, without the pause the
+			// root would share: at the fleet's pace), the last of it
+			// throttled.
+			var last time.Duration
+			for range 5 {
+				d, err := q.Reserve(ctx, "k", nil, 1, forever)
+				if err != nil || d > 2*time.Second {
+					t.Fatalf("Reserve after the cut: %v, %v", d, err)
+				}
+				last = max(last, d)
+			}
+			time.Sleep(last + 5*time.Millisecond)
+			if err := q.Learn(ctx, "k", named(tc.second)); err != nil {
+				t.Fatal(err)
+			}
+			ak, err := c.HGet(ctx, quota, "ak").Int64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := q.Reserve(ctx, "k", nil, 1, forever)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.window {
+				if ak > int64(aimdK/time.Microsecond) {
+					t.Errorf("a window after all: the climb takes %v, want aimdK", time.Duration(ak)*time.Microsecond)
+				}
+				if p < 9*time.Second {
+					t.Errorf("a window after all: the next request waits %v, want the first wait, 10s", p)
+				}
+			} else if ak != int64(aimdPenClimb*10*time.Second/time.Microsecond) {
+				t.Errorf("a block: the climb takes %v, want penClimb times the first wait", time.Duration(ak)*time.Microsecond)
 			}
 		})
 	}

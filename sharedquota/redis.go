@@ -84,7 +84,11 @@ type keyState struct {
 	// is shared (nil when none is on its way): until then a reservation
 	// without limits waits for it (see learnPolicy).
 	firstLearn atomic.Pointer[chan struct{}]
-	health     health // of this key's hash: a WRONGTYPE fails it alone
+	// cutting is closed when the bare throttle this process is telling
+	// Redis of is taken in (nil when none is on its way): until then a
+	// reservation without limits waits for it (see learnThrottle).
+	cutting atomic.Pointer[chan struct{}]
+	health  health // of this key's hash: a WRONGTYPE fails it alone
 
 	mu         sync.Mutex
 	pauseUntil int64 // monotonic ns: the last pause this process knows of
@@ -260,18 +264,14 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 	within = min(max(within, 0), r.cfg.maxWait)
 	withinUs := int64(within / time.Microsecond)
 	ks := r.state(key)
-	if f := ks.firstLearn.Load(); f != nil && len(limits) == 0 {
-		// The policy this process just read is on its way to Redis: a
-		// request reserved before it lands would go unpaced. It waits as
-		// long as a call to Redis may take.
-		bound, _ := r.callBound(ctx)
-		tm := time.NewTimer(bound)
-		select {
-		case <-*f:
-		case <-tm.C:
-		case <-ctx.Done():
-		}
-		tm.Stop()
+	if len(limits) == 0 {
+		// The policy this process just read is on its way to Redis, or
+		// the throttle it just met: a request reserved before it lands
+		// would go unpaced, or at the pace the throttle refused (the
+		// first burst's, into the block it began). It waits as long as a
+		// call to Redis may take.
+		r.awaitLanding(ctx, ks.firstLearn.Load())
+		r.awaitLanding(ctx, ks.cutting.Load())
 	}
 	mult := r.graceMult(ks, limits)
 	if r.cfg.leaseSize > 1 && oneUnit(limits, cost) && mult == 1 {
@@ -343,6 +343,22 @@ func (r *Redis) Reserve(ctx context.Context, key string, limits []headway.Limit,
 		return 0, ctx.Err()
 	}
 	return r.degrade(ks, limits, cost, within, start, err)
+}
+
+// awaitLanding waits until f, if not nil, is closed, as long as a call to
+// Redis under ctx may take at most.
+func (r *Redis) awaitLanding(ctx context.Context, f *chan struct{}) {
+	if f == nil {
+		return
+	}
+	bound, _ := r.callBound(ctx)
+	tm := time.NewTimer(bound)
+	select {
+	case <-*f:
+	case <-tm.C:
+	case <-ctx.Done():
+	}
+	tm.Stop()
 }
 
 // floors returns what the key's fallback spent ahead of now, if it is in

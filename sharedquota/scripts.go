@@ -131,7 +131,7 @@ end
 // which TestAIMDCurveAgrees holds to these.
 const aimdLua = `
 local beta, aimdK, aimdFloor, aimdLife = 0.9, 12000000, 500, 600000000
-local blockLeast, penClimb = 5000000, 4
+local blockLeast, penClimb, blockShorter = 5000000, 4, 500000
 local probeHold, probePoll = 1000000, 15000
 local aimdMost = 1000000000000
 -- aimdRate returns the pace at now of a cut at instant cut (µs) from the
@@ -204,9 +204,10 @@ end
 // TAT is the field "lt". It applies the fleet's pace after bare throttles
 // too, if one is current (see cutScript): a limit of one request at the
 // pace of the curve at now (climbing from "ao" over "ak", if set), burst
-// 1, whose TAT is the field "at". It counts
-// itself in the field "an" (the count of such reservations; "a1" the
-// instant counting began) and returns four more integers: "an" after it,
+// 1, whose TAT is the field "at". It counts itself in the field "an" (the
+// count of such reservations; "a1" the instant counting began; "ax" the
+// count of the last that left at once, not after a wait for a pause or a
+// pace) and returns four more integers: "an" after it,
 // the slowest interval it applied (µs; 0: none), which the process keeps
 // for its fallback, "acn", the count at the last cut (see cutScript), and
 // 1 if it was held for the fleet's probe, else 0.
@@ -340,6 +341,16 @@ end
 if learned and spent > 0 then
   -- Reservations without limits are counted, whether or not a pace is
   -- learned yet: the fleet's first throttle measures what it sent.
+  -- ax: the count of the last of them that left at once (see
+  -- cutScript), which a wait for a pause or a pace does not raise.
+  local left = 0
+  for s = 1, spent do
+    if waits[s] == 0 then left = s end
+  end
+  if left > 0 then
+    hs[#hs + 1] = 'ax'
+    hs[#hs + 1] = string.format('%d', an + left)
+  end
   an = an + spent
   hs[#hs + 1] = 'an'
   hs[#hs + 1] = string.format('%d', an)
@@ -544,7 +555,11 @@ return 1
 // back takes penClimb times what the block cost, at least ("ak"); after
 // the first burst's, the fleet resumes at what that burst let through a
 // second (no more than came before any of it was throttled, less each
-// request of it throttled), not in slow start.
+// request of it throttled), not in slow start. When the first throttle
+// sent after such a named wait names one shorter by blockShorter or
+// more, the server is a window after all (the root's
+// aimd.windowAfterAll): the block is forgotten, and the fleet pauses as
+// long as the first wait.
 //
 // KEYS[1]: the quota's hash (fields "ar": the rate at the cut, "ac": the
 // cut's instant, µs, "as": "1" in slow start, "acn": "an" at the cut,
@@ -556,7 +571,11 @@ return 1
 // requests of the first burst, less each of them throttled since, "ay":
 // the fewest counted before one of them throttled, "ad": the burst's
 // span, µs, a second at least, "ae": the count before it, "ag": "1" when
-// "ao" is a block's end or a named wait's); ARGV[2]:
+// "ao" is a block's end or a named wait's, "ax": the count of the last
+// reservation that left at once, see reserveScript, "aq": the wait the
+// first throttle named, µs, while it is taken for a block's and no
+// throttle sent after it has told whether it was a window's, "pause": as
+// in reserveScript); ARGV[2]:
 // the margin of the TTL, in ms; ARGV[3]: the cap on waits, µs; ARGV[4]:
 // the channel, on which a cut is published as "c <hash name> <acn>";
 // ARGV[5]: the processes announced; ARGV[6]: the wait the throttle named,
@@ -571,7 +590,7 @@ local margin = tonumber(ARGV[2]) * 1000
 local cap = tonumber(ARGV[3])
 local procs = math.max(math.floor(tonumber(ARGV[5]) or 1), 1)
 local named = math.min(math.max(tonumber(ARGV[6]) or 0, 0), cap)
-local fields = {'exp', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'hw', 'am', 'amn', 'ab', 'aw', 'ao', 'ak', 'ap', 'ay', 'au', 'ag', 'ad', 'ae'}
+local fields = {'exp', 'at', 'ar', 'ac', 'as', 'an', 'a1', 'acn', 'hw', 'am', 'amn', 'ab', 'aw', 'ao', 'ak', 'ap', 'ay', 'au', 'ag', 'ad', 'ae', 'ax', 'aq', 'pause'}
 local v = redis.call('HMGET', KEYS[1], unpack(fields))
 if rebased(v[9]) then v = redis.call('HMGET', KEYS[1], unpack(fields)) end
 local ar = valid(v[3], aimdMost)
@@ -591,6 +610,9 @@ local au = math.floor(valid(v[18], 1e15) or 0)
 local ay = math.floor(valid(v[17], 1e15) or 0)
 local ad = math.max(valid(v[20], aimdLife) or 1000000, 1000000)
 local ae = math.floor(valid(v[21], 1e15) or 0)
+-- aq: the wait the first throttle named, µs, when the first cut took it
+-- for a block's; 0 once a throttle sent after it told (see below).
+local aq = valid(v[23], cap) or 0
 local function burst() return math.max(math.min(au, ay), 1) end
 local function burstRate() return math.max(burst() * 1000000000 / ad, aimdFloor) end
 local o, k
@@ -614,11 +636,19 @@ end
 local measured, sent, keep = 0, 0, beta
 local hs = {'ap', '0', 'ag', '0'}
 if not active then
+  -- What the first burst sent: the reservations that left at once ("ax",
+  -- see reserveScript; "an" from a process that does not count it), not
+  -- those booked after the pause a throttle with its wait set meanwhile
+  -- (the root shares that pause first): counted in the burst, those
+  -- resumed the fleet after the block above the rate it had measured,
+  -- and met a second block.
+  local gone = math.min(math.floor(valid(v[22], 1e15) or an), an)
+  if gone <= acn then gone = an end
   ad, ae = math.min(math.max(now - a1, 1000000), aimdLife), acn
-  measured = (an - acn) * 1000000000 / ad
-  au, ay = math.max(an - acn - 1, 1), math.max(math.min(bound, an) - acn - 1, 1) -- this one was throttled
+  measured = (gone - acn) * 1000000000 / ad
+  au, ay = math.max(gone - acn - 1, 1), math.max(math.min(bound, gone) - acn - 1, 1) -- this one was throttled
   slow = true
-  o, k = now, aimdK
+  o, k, aq = now, aimdK, 0
   if named >= blockLeast and named % 1000000 == 0 and named > 4 * (now - a1) then
     -- A first throttle that names a wait, in whole seconds, of
     -- blockLeast or more, far longer than the first burst took: a
@@ -632,9 +662,36 @@ if not active then
     slow = false
     k = math.max(aimdK, penClimb * named)
     measured = burstRate()
+    aq = named
   end
-  hs = {'ap', '1', 'ag', '0', 'au', d(au), 'ay', d(ay), 'ad', d(ad), 'ae', d(ae), 'ak', d(k)}
+  hs = {'ap', '1', 'ag', '0', 'au', d(au), 'ay', d(ay), 'ad', d(ad), 'ae', d(ae), 'ak', d(k), 'aq', d(aq)}
 else
+  if aq > 0 then
+    -- The first throttle sent after the wait the first cut took for a
+    -- block's ("aq", see above), naming a wait: if it names one shorter
+    -- by blockShorter or more, the server is a window (or a log) after
+    -- all, as a process finds (the root's aimd.windowAfterAll): a
+    -- window's wait ends at its boundary, and the cycle, spent over a
+    -- second and more, leaves less of it than the first burst's did; a
+    -- block's is named anew from the violation, as long as before. The
+    -- block is forgotten: the climb back takes aimdK again, not penClimb
+    -- times the wait; and the fleet waits as long as the first wait (a
+    -- log gives back what the cycle spent over its span only that long
+    -- after it), its pause lengthened and published as pauseScript
+    -- does. Only the first such throttle tells (the root's too).
+    local hq = {'aq', '0'}
+    if named > 0 and named < aq - blockShorter then
+      k, named = aimdK, math.min(aq, cap)
+      hq[#hq + 1] = 'ak'
+      hq[#hq + 1] = d(k)
+      if now + named > pauseOf(v[24], cap) then
+        hq[#hq + 1] = 'pause'
+        hq[#hq + 1] = d(now + named)
+        redis.call('PUBLISH', ARGV[4], KEYS[1] .. ' ' .. d(named))
+      end
+    end
+    save(hq, v[1], now + named, margin, cap, false)
+  end
   -- The reservations are spent in the order they leave: those counted
   -- from acn + 1 to the throttled one's bound left since the cut, the
   -- last of them throttled.
