@@ -204,9 +204,8 @@ func TestLeastOfTheNewWindows(t *testing.T) {
 			start := t0.Add(phase)
 			cfg := sh.Config.withDefaults()
 			clock := cfg.clock(start)
-			lim := newLimiter(&cfg)
 			for _, n := range []int{1, 20, 21, 39, 40, 41, 220} {
-				lim = newLimiter(&cfg)
+				lim := newLimiter(&cfg)
 				now, admitted := start.UnixNano(), 0
 				last := now
 				for admitted < n {
