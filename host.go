@@ -30,9 +30,10 @@ type hostState struct {
 	// msDelays: an answer's delay proved to count milliseconds
 	// (ratelimitheader.Signal.MillisecondDelay); the host's are read so.
 	msDelays atomic.Bool
-	fallMu   sync.Mutex
-	falls    [8]resetSeen // the last reset of a few keys, a ring
-	fallNext uint8
+	// falls is what learnResetUnit compares, made at the first reset long
+	// enough to tell: most hosts never state one, and every key of a new
+	// host pays for what its hostState holds (see BenchmarkOverhead's churn).
+	falls atomic.Pointer[resetFalls]
 	// conns is what carries the host's requests, as its answers showed:
 	// connsUnknown, connsHTTP1, connsNone or connsHTTP2 (see connWatch).
 	conns atomic.Uint32
@@ -281,6 +282,14 @@ func (ht *hostTable) put(host string, h *hostState) {
 	}
 }
 
+// resetFalls is the last reset of a few keys of a host, a ring (see
+// learnResetUnit).
+type resetFalls struct {
+	mu   sync.Mutex
+	seen [8]resetSeen
+	next uint8
+}
+
 // resetSeen is a reset a key's response stated, read at.
 type resetSeen struct {
 	key   *keyState
@@ -301,12 +310,20 @@ type resetSeen struct {
 // ms) are compared, and only when no other key of the host is comparing,
 // so that the common answer pays one atomic load.
 func (h *hostState) learnResetUnit(k *keyState, at time.Time, reset time.Duration) bool {
-	if reset < time.Minute || h.msDeltas.Load() || !h.fallMu.TryLock() {
+	if reset < time.Minute || h.msDeltas.Load() {
 		return false
 	}
-	defer h.fallMu.Unlock()
-	for i := range h.falls {
-		f := &h.falls[i]
+	r := h.falls.Load()
+	if r == nil {
+		h.falls.CompareAndSwap(nil, new(resetFalls))
+		r = h.falls.Load()
+	}
+	if !r.mu.TryLock() {
+		return false
+	}
+	defer r.mu.Unlock()
+	for i := range r.seen {
+		f := &r.seen[i]
 		if f.key != k {
 			continue
 		}
@@ -324,7 +341,7 @@ func (h *hostState) learnResetUnit(k *keyState, at time.Time, reset time.Duratio
 		}
 		return false
 	}
-	h.falls[h.fallNext%uint8(len(h.falls))] = resetSeen{key: k, at: at, reset: reset}
-	h.fallNext++
+	r.seen[r.next%uint8(len(r.seen))] = resetSeen{key: k, at: at, reset: reset}
+	r.next++
 	return false
 }
