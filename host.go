@@ -14,12 +14,13 @@ import (
 type hostState struct {
 	name string // the host, as the URL names it
 
-	offsetNs atomic.Int64 // the estimate of offset, for readers without the lock
-	offsetAt atomic.Int64 // when offsetNs was the estimate, Unix ns of ours (it ages: see clockOffset)
+	// estimate is the estimate of offset, for readers without the lock,
+	// and when it was made (it ages: see clockOffset); nil until a Date
+	// is read. One pointer, so that the two are read together.
+	estimate atomic.Pointer[offsetEstimate]
 	// knownUntil is when the offset's bounds, widening with age, are no
 	// longer known well (Unix ns of ours): Dates are read again.
 	knownUntil atomic.Int64
-	hasOffset  atomic.Bool
 	wantDates  atomic.Bool // the offset is not known well yet: read every response's Date
 	// msResets: an answer stated a reset to the millisecond (see
 	// resetPrecision).
@@ -61,10 +62,18 @@ type hostState struct {
 // at now (our clock): the estimate the bounds gave when last narrowed, less
 // what the clocks may have drifted apart since (see driftMost).
 func (h *hostState) clockOffset(now time.Time) (time.Duration, bool) {
-	if !h.hasOffset.Load() {
+	e := h.estimate.Load()
+	if e == nil {
 		return 0, false
 	}
-	return time.Duration(h.offsetNs.Load()) - drifted(now.UnixNano()-h.offsetAt.Load()), true
+	return e.offset - drifted(now.UnixNano()-e.at), true
+}
+
+// offsetEstimate is an estimate of a host's offset, made at at (Unix ns of
+// ours); never changed once published.
+type offsetEstimate struct {
+	offset time.Duration
+	at     int64
 }
 
 // offsetBounds returns the bounds on the offset of the host's clock from
@@ -88,9 +97,7 @@ func (h *hostState) observeDate(date, sent, recv time.Time) {
 // offsetChanged publishes the offset's new estimate. Called with h.mu held.
 func (h *hostState) offsetChanged() {
 	was := h.learns()
-	h.offsetNs.Store(int64(h.offset.lo))
-	h.offsetAt.Store(h.offset.at)
-	h.hasOffset.Store(true)
+	h.estimate.Store(&offsetEstimate{h.offset.lo, h.offset.at})
 	h.wantDates.Store(!h.offset.known(time.Unix(0, h.offset.at)))
 	h.knownUntil.Store(h.offset.knownUntil())
 	switch now := h.learns(); {
@@ -103,7 +110,7 @@ func (h *hostState) offsetChanged() {
 
 // learns reports whether h is learning its clock's offset: it sent a
 // Date, and more are wanted. Its flags change under h.mu.
-func (h *hostState) learns() bool { return h.hasOffset.Load() && h.wantDates.Load() }
+func (h *hostState) learns() bool { return h.estimate.Load() != nil && h.wantDates.Load() }
 
 // readsDate reports whether the answer to departure seq of k, an answer
 // that says nothing else, is read for its Date: while the offset of its
@@ -117,7 +124,7 @@ func (h *hostState) learns() bool { return h.hasOffset.Load() && h.wantDates.Loa
 func (k *keyState) readsDate(seq uint64) bool {
 	h := k.host
 	if seq <= datesAbsent || seq%datesAbsent == 0 {
-		if now := k.env.wall(k.env.now()); !h.wantDates.Load() && h.hasOffset.Load() && now.UnixNano() > h.knownUntil.Load() {
+		if now := k.env.wall(k.env.now()); !h.wantDates.Load() && h.estimate.Load() != nil && now.UnixNano() > h.knownUntil.Load() {
 			// The bounds have widened with age: narrow them again.
 			h.mu.Lock()
 			was := h.learns()
