@@ -894,7 +894,7 @@ func cutPrefixFold(s, prefix string) (string, bool) {
 // cutSuffixFold is strings.CutSuffix ignoring ASCII case; suffix must be
 // lower case.
 func cutSuffixFold(s, suffix string) (string, bool) {
-	if len(s) >= len(suffix) && eqFold(s[len(s)-len(suffix):], suffix) {
+	if hasSuffixFold(s, suffix) {
 		return s[:len(s)-len(suffix)], true
 	}
 	return s, false
