@@ -14,12 +14,13 @@ import (
 type hostState struct {
 	name string // the host, as the URL names it
 
-	offsetNs atomic.Int64 // the estimate of offset, for readers without the lock
-	offsetAt atomic.Int64 // when offsetNs was the estimate, Unix ns of ours (it ages: see clockOffset)
+	// estimate is the estimate of offset, for readers without the lock,
+	// and when it was made (it ages: see clockOffset); nil until a Date
+	// is read. One pointer, so that the two are read together.
+	estimate atomic.Pointer[offsetEstimate]
 	// knownUntil is when the offset's bounds, widening with age, are no
 	// longer known well (Unix ns of ours): Dates are read again.
 	knownUntil atomic.Int64
-	hasOffset  atomic.Bool
 	wantDates  atomic.Bool // the offset is not known well yet: read every response's Date
 	// msResets: an answer stated a reset to the millisecond (see
 	// resetPrecision).
@@ -30,9 +31,10 @@ type hostState struct {
 	// msDelays: an answer's delay proved to count milliseconds
 	// (ratelimitheader.Signal.MillisecondDelay); the host's are read so.
 	msDelays atomic.Bool
-	fallMu   sync.Mutex
-	falls    [8]resetSeen // the last reset of a few keys, a ring
-	fallNext uint8
+	// falls is what learnResetUnit compares, made at the first reset long
+	// enough to tell: most hosts never state one, and every key of a new
+	// host pays for what its hostState holds (see BenchmarkOverhead's churn).
+	falls atomic.Pointer[resetFalls]
 	// conns is what carries the host's requests, as its answers showed:
 	// connsUnknown, connsHTTP1, connsNone or connsHTTP2 (see connWatch).
 	conns atomic.Uint32
@@ -60,10 +62,18 @@ type hostState struct {
 // at now (our clock): the estimate the bounds gave when last narrowed, less
 // what the clocks may have drifted apart since (see driftMost).
 func (h *hostState) clockOffset(now time.Time) (time.Duration, bool) {
-	if !h.hasOffset.Load() {
+	e := h.estimate.Load()
+	if e == nil {
 		return 0, false
 	}
-	return time.Duration(h.offsetNs.Load()) - drifted(now.UnixNano()-h.offsetAt.Load()), true
+	return e.offset - drifted(now.UnixNano()-e.at), true
+}
+
+// offsetEstimate is an estimate of a host's offset, made at at (Unix ns of
+// ours); never changed once published.
+type offsetEstimate struct {
+	offset time.Duration
+	at     int64
 }
 
 // offsetBounds returns the bounds on the offset of the host's clock from
@@ -87,9 +97,7 @@ func (h *hostState) observeDate(date, sent, recv time.Time) {
 // offsetChanged publishes the offset's new estimate. Called with h.mu held.
 func (h *hostState) offsetChanged() {
 	was := h.learns()
-	h.offsetNs.Store(int64(h.offset.lo))
-	h.offsetAt.Store(h.offset.at)
-	h.hasOffset.Store(true)
+	h.estimate.Store(&offsetEstimate{h.offset.lo, h.offset.at})
 	h.wantDates.Store(!h.offset.known(time.Unix(0, h.offset.at)))
 	h.knownUntil.Store(h.offset.knownUntil())
 	switch now := h.learns(); {
@@ -102,7 +110,7 @@ func (h *hostState) offsetChanged() {
 
 // learns reports whether h is learning its clock's offset: it sent a
 // Date, and more are wanted. Its flags change under h.mu.
-func (h *hostState) learns() bool { return h.hasOffset.Load() && h.wantDates.Load() }
+func (h *hostState) learns() bool { return h.estimate.Load() != nil && h.wantDates.Load() }
 
 // readsDate reports whether the answer to departure seq of k, an answer
 // that says nothing else, is read for its Date: while the offset of its
@@ -116,8 +124,11 @@ func (h *hostState) learns() bool { return h.hasOffset.Load() && h.wantDates.Loa
 func (k *keyState) readsDate(seq uint64) bool {
 	h := k.host
 	if seq <= datesAbsent || seq%datesAbsent == 0 {
-		if now := k.env.wall(k.env.now()); !h.wantDates.Load() && h.hasOffset.Load() && now.UnixNano() > h.knownUntil.Load() {
-			// The bounds have widened with age: narrow them again.
+		if !h.wantDates.Load() && h.estimate.Load() != nil && k.env.wall(k.env.now()).UnixNano() > h.knownUntil.Load() {
+			// The bounds have widened with age: narrow them again. (The
+			// clock is read only for a host whose offset is known: a
+			// key's first 64 answers come here.)
+			now := k.env.wall(k.env.now())
 			h.mu.Lock()
 			was := h.learns()
 			h.wantDates.Store(!h.offset.known(now))
@@ -281,6 +292,14 @@ func (ht *hostTable) put(host string, h *hostState) {
 	}
 }
 
+// resetFalls is the last reset of a few keys of a host, a ring (see
+// learnResetUnit).
+type resetFalls struct {
+	mu   sync.Mutex
+	seen [8]resetSeen
+	next uint8
+}
+
 // resetSeen is a reset a key's response stated, read at.
 type resetSeen struct {
 	key   *keyState
@@ -301,12 +320,20 @@ type resetSeen struct {
 // ms) are compared, and only when no other key of the host is comparing,
 // so that the common answer pays one atomic load.
 func (h *hostState) learnResetUnit(k *keyState, at time.Time, reset time.Duration) bool {
-	if reset < time.Minute || h.msDeltas.Load() || !h.fallMu.TryLock() {
+	if reset < time.Minute || h.msDeltas.Load() {
 		return false
 	}
-	defer h.fallMu.Unlock()
-	for i := range h.falls {
-		f := &h.falls[i]
+	r := h.falls.Load()
+	if r == nil {
+		h.falls.CompareAndSwap(nil, new(resetFalls))
+		r = h.falls.Load()
+	}
+	if !r.mu.TryLock() {
+		return false
+	}
+	defer r.mu.Unlock()
+	for i := range r.seen {
+		f := &r.seen[i]
 		if f.key != k {
 			continue
 		}
@@ -324,7 +351,7 @@ func (h *hostState) learnResetUnit(k *keyState, at time.Time, reset time.Duratio
 		}
 		return false
 	}
-	h.falls[h.fallNext%uint8(len(h.falls))] = resetSeen{key: k, at: at, reset: reset}
-	h.fallNext++
+	r.seen[r.next%uint8(len(r.seen))] = resetSeen{key: k, at: at, reset: reset}
+	r.next++
 	return false
 }

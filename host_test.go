@@ -2,6 +2,7 @@ package headway
 
 import (
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -120,4 +121,39 @@ func TestDatesAreReadAgainOnceTheBoundsHaveAged(t *testing.T) {
 		assert.LessOrEqual(t, off, -1234*time.Millisecond)
 		assert.Greater(t, off, -1234*time.Millisecond-datesEnough)
 	})
+}
+
+// The estimate and the instant it was made are read together: readers of
+// the offset take no lock, and an estimate read with the instant of
+// another ages by what separates them (an hour: 3.6 s, which a wait
+// until an instant the server names would be cut short by).
+func TestClockOffsetIsReadWhole(t *testing.T) {
+	learning := new(atomic.Int64)
+	h := &hostState{name: "api.example", learning: learning}
+	t1 := time.Unix(1_800_000_000, 0)
+	t2 := t1.Add(time.Hour)
+	// Offsets that contradict each other: each Date starts the bounds
+	// again, at its own instant.
+	h.observeDate(t1, t1, t1)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			h.observeDate(t2.Add(10*time.Second), t2, t2)
+			h.observeDate(t1, t1, t1)
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	want := map[time.Duration]bool{-3600 * time.Millisecond: true, 10 * time.Second: true}
+	for range 2_000_000 {
+		if off, ok := h.clockOffset(t2); ok && !want[off] {
+			t.Fatalf("offset %v at t2: an estimate read with another's instant", off)
+		}
+	}
 }

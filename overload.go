@@ -208,8 +208,6 @@ func (k *keyState) overloadEnded(now int64) {
 		o.quick, o.barred = 0, satAdd(now, int64(overloadSpan))
 		return
 	}
-	// Over a second at least: floods close together would measure a
-	// rate from a handful of answers over a few hundredths of a second.
 	rate := float64(o.ok) / (float64(now-o.from) / 1e9)
 	if rate <= 0 {
 		o.quick = 0

@@ -34,6 +34,31 @@ func TestSlidingWindowCounter(t *testing.T) {
 	})
 }
 
+// TestSlidingWindowCounterOfADay: a daily quota of 200,000 (n·w over
+// 2^64 ns) is counted as exactly as one of 4 a second: the first request
+// of a rested key goes with 199,999 left, and half a day into the next
+// window the previous day's count weighs half.
+func TestSlidingWindowCounterOfADay(t *testing.T) {
+	const n, day = 200_000, int64(24 * time.Hour)
+	cfg := Config{Algorithm: SlidingWindowCounter, Limit: n, Window: 24 * time.Hour}.withDefaults()
+	lim := newLimiter(&cfg)
+	t0 := 20_000 * day // a window's start
+	d := lim.take(t0)
+	require.True(t, d.allowed)
+	assert.Equal(t, n-1, d.remaining)
+	for range n - 1 {
+		d = lim.take(t0 + 1)
+	}
+	require.True(t, d.allowed)
+	assert.Equal(t, 0, d.remaining)
+	assert.Equal(t, time.Duration(day), d.nextAfter, "the next window's first point past 0")
+	assert.Greater(t, d.resetAfter, time.Duration(day))
+	assert.LessOrEqual(t, d.resetAfter, time.Duration(2*day))
+	d = lim.take(t0 + day + day/2)
+	require.True(t, d.allowed)
+	assert.Equal(t, n/2-1, d.remaining)
+}
+
 // TestSlidingWindowCounterResetAtWindowEnd: with ResetAtWindowEnd, the
 // reset stated is the end of the present window, whatever still weighs
 // after it.

@@ -229,7 +229,8 @@ func (fw *fixedWindow) idle(now int64) bool {
 // requests in the fixed windows [k·w, (k+1)·w), the previous one weighted by
 // the part of it still inside the sliding window. A request at e into
 // window k is admitted if prev·(w-e) + curr·w < n·w (all in units of 1/w
-// request, so exact): prev·(w-e) < (n-curr)·w, each side at most n·w.
+// request, so exact): prev·(w-e) < (n-curr)·w, that is ⌊prev·(w-e)/w⌋ <
+// n-curr, computed in 128 bits (n·w overflows 64 for 200,000 a day).
 type windowCounter struct {
 	n, w       int64
 	k          int64 // index of the current window
@@ -253,29 +254,29 @@ func (wc *windowCounter) roll(now int64) int64 {
 }
 
 // fadeBy returns the first point e' of a window, from 0, at which a
-// previous count prev weighs less than x: prev·(w-e') < x. It is w or more
-// when no point of the window is.
-func (wc *windowCounter) fadeBy(prev, x int64) int64 {
+// previous count prev weighs less than m requests: prev·(w-e') < m·w. It
+// is w or more when no point of the window is.
+func (wc *windowCounter) fadeBy(prev, m int64) int64 {
 	switch {
-	case prev*wc.w < x:
+	case prev < m:
 		return 0
-	case prev == 0: // x <= 0: nothing weighs less
+	case prev == 0: // m <= 0: nothing weighs less
 		return wc.w
 	}
-	return (prev*wc.w-x)/prev + 1
+	return mulDiv(wc.w, prev-m, prev) + 1
 }
 
 func (wc *windowCounter) take(now int64) decision {
 	e := wc.roll(now)
 	d := decision{capacity: int(wc.n)}
-	weight := wc.prev * (wc.w - e)
-	if wc.curr < wc.n && weight < (wc.n-wc.curr)*wc.w {
+	weight := mulDiv(wc.prev, wc.w-e, wc.w) // what prev weighs, in whole requests
+	if wc.curr < wc.n && weight < wc.n-wc.curr {
 		wc.curr++
 		d.allowed = true
 	}
-	// The j-th more request is admitted now while weight < (n-curr-j+1)·w.
-	if a := (wc.n-wc.curr)*wc.w - weight; a > 0 {
-		d.remaining = int(ceilDiv(a, wc.w))
+	// The j-th more request is admitted now while weight < n-curr-j+1.
+	if a := wc.n - wc.curr - weight; a > 0 {
+		d.remaining = int(a)
 	}
 	left := wc.w - e // until the next window
 	// Back to n: a window with no count of its own whose previous one
@@ -284,15 +285,15 @@ func (wc *windowCounter) take(now int64) decision {
 	case wc.windowEnd:
 		d.resetAfter = time.Duration(left)
 	case wc.curr == 0:
-		d.resetAfter = time.Duration(max(wc.fadeBy(wc.prev, wc.w)-e, 0))
+		d.resetAfter = time.Duration(max(wc.fadeBy(wc.prev, 1)-e, 0))
 	default:
-		d.resetAfter = time.Duration(left + wc.fadeBy(wc.curr, wc.w))
+		d.resetAfter = time.Duration(left + wc.fadeBy(wc.curr, 1))
 	}
 	if d.remaining == 0 {
-		if f := wc.fadeBy(wc.prev, (wc.n-wc.curr)*wc.w); wc.curr < wc.n && f < wc.w {
+		if f := wc.fadeBy(wc.prev, wc.n-wc.curr); wc.curr < wc.n && f < wc.w {
 			d.nextAfter = time.Duration(f - e) // this window, as prev fades
 		} else {
-			d.nextAfter = time.Duration(left + wc.fadeBy(wc.curr, wc.n*wc.w))
+			d.nextAfter = time.Duration(left + wc.fadeBy(wc.curr, wc.n))
 		}
 	}
 	if !d.allowed {
@@ -382,6 +383,14 @@ func (sl *slidingLog) idle(now int64) bool {
 func mulLess(a, b, c int64) bool {
 	hi, lo := bits.Mul64(uint64(a), uint64(b))
 	return hi == 0 && lo < uint64(c)
+}
+
+// mulDiv returns ⌊a·b/c⌋ for non-negative a, b and c > 0 whose quotient
+// fits, without overflow in a·b.
+func mulDiv(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	return int64(q)
 }
 
 // ceilDiv returns ⌈a/b⌉ for a >= 0, b > 0.

@@ -894,7 +894,7 @@ func cutPrefixFold(s, prefix string) (string, bool) {
 // cutSuffixFold is strings.CutSuffix ignoring ASCII case; suffix must be
 // lower case.
 func cutSuffixFold(s, suffix string) (string, bool) {
-	if len(s) >= len(suffix) && eqFold(s[len(s)-len(suffix):], suffix) {
+	if hasSuffixFold(s, suffix) {
 		return s[:len(s)-len(suffix)], true
 	}
 	return s, false
@@ -1147,9 +1147,14 @@ func bodyDelay(in *input, s *Signal, n uint64, frac uint32, whole bool) {
 	sec := toDuration(n, frac, time.Second)
 	if whole && in.MillisecondDelays {
 		// The server's delays count milliseconds (see Input): the
-		// header's, read so too, agrees.
-		s.refineRetryAfter(toDuration(n, 0, time.Millisecond))
-		s.MillisecondDelay = true
+		// header's, read so too, agrees. A longer delay the header
+		// states in seconds (a date, a fraction) governs, and is none
+		// read in milliseconds.
+		ms := toDuration(n, 0, time.Millisecond)
+		s.refineRetryAfter(ms)
+		if s.Wait == ms {
+			s.MillisecondDelay = true
+		}
 		return
 	}
 	if whole && s.RetryAfter && sec > s.Wait+time.Second {

@@ -783,7 +783,7 @@ func scanHeader(h http.Header) family {
 				f = famSalesforce
 			}
 		}
-		if f == 0 && len(k) > len("-quota-limit") && eqFold(k[len(k)-len("-quota-limit"):], "-quota-limit") {
+		if f == 0 && len(k) > len("-quota-limit") && hasSuffixFold(k, "-quota-limit") {
 			f = famQuota
 		}
 		if f == 0 {

@@ -3,7 +3,6 @@ package sharedquota
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -36,32 +35,16 @@ type flood503 struct {
 // configured, each request retried until it goes through.
 func run503(tb testing.TB, alg fakeserver.Algorithm, rate, n, procs, workers int, alone bool) flood503 {
 	tb.Helper()
-	addr := redisAddr(tb)
 	srv := fakeserver.New(fakeserver.Config{
 		Algorithm: alg, Limit: rate, Window: time.Second, Burst: rate, Dialect: bare503{},
 		Faults: fakeserver.Faults{Latency: 20 * time.Millisecond},
 	})
-	tl := &timeline{srv: srv}
-	ts := httptest.NewServer(tl)
-	defer ts.Close()
-	start := time.Now().Add(2 * time.Second)
-	res := runFleet(tb, procs, workerConfig{
-		Redis: addr, URL: ts.URL, Prefix: testPrefix(tb),
-		Goroutines: workers, Requests: n / procs, NoLimit: true, Alone: alone, Attempts: 30,
-		Start: start, Duration: 2 * time.Minute, Timeout: 2 * time.Second,
-	})
+	run := runUnlimited(tb, srv, n, procs, workers, alone, 2*time.Minute)
 	var out flood503
-	var done time.Time
-	for _, w := range res {
-		out.ok += w.OK
-		if w.Done.After(done) {
-			done = w.Done
-		}
-	}
-	out.st, out.took = srv.Stats(), done.Sub(start)
+	out.ok, out.took, out.st = run.ok, run.took, srv.Stats()
 	out.min = time.Duration(float64(n-rate) / float64(rate) * float64(time.Second))
 	if os.Getenv("FLEET_TIMELINE") != "" {
-		out.line = tl.show(start)
+		out.line = run.tl.show(run.start)
 	}
 	return out
 }

@@ -99,32 +99,17 @@ type penaltyFleet struct {
 // limits configured, retrying through blocks.
 func runPenalty(tb testing.TB, r penaltyRow, n, procs, workers int, alone bool) penaltyFleet {
 	tb.Helper()
-	addr := redisAddr(tb)
-	tl := &timeline{srv: fakeserver.New(r.config())}
-	ts := httptest.NewServer(tl)
-	defer ts.Close()
-	start := time.Now().Add(2 * time.Second)
-	res := runFleet(tb, procs, workerConfig{
-		Redis: addr, URL: ts.URL, Prefix: testPrefix(tb),
-		Goroutines: workers, Requests: n / procs, NoLimit: true, Alone: alone, Attempts: 30,
-		Start: start, Duration: 3 * time.Minute, Timeout: 2 * time.Second,
-	})
+	srv := fakeserver.New(r.config())
+	run := runUnlimited(tb, srv, n, procs, workers, alone, 3*time.Minute)
 	var out penaltyFleet
-	var done time.Time
-	for _, w := range res {
-		out.ok += w.OK
-		if w.Done.After(done) {
-			done = w.Done
-		}
-	}
-	out.st, out.took = tl.srv.Stats(), done.Sub(start)
+	out.ok, out.took, out.st = run.ok, run.took, srv.Stats()
 	if r.alg == fakeserver.FixedWindow {
 		out.least = time.Duration(n/r.rate-1) * time.Second
 	} else {
 		out.least = time.Duration(float64(n-r.rate) / float64(r.rate) * float64(time.Second))
 	}
 	if os.Getenv("FLEET_TIMELINE") != "" {
-		out.line = tl.show(start)
+		out.line = run.tl.show(run.start)
 	}
 	return out
 }
@@ -346,4 +331,39 @@ func TestAWindowAfterAll(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unlimitedRun is what runUnlimited saw: the requests answered, the time
+// from the start to the last, and the server's timeline from start.
+type unlimitedRun struct {
+	ok    int64
+	took  time.Duration
+	start time.Time
+	tl    *timeline
+}
+
+// runUnlimited sends n requests to srv from procs processes of workers
+// goroutines each (alone: sharing nothing), no limits configured, each
+// request retried until it goes through, for dur at most.
+func runUnlimited(tb testing.TB, srv *fakeserver.Server, n, procs, workers int, alone bool, dur time.Duration) unlimitedRun {
+	tb.Helper()
+	addr := redisAddr(tb)
+	tl := &timeline{srv: srv}
+	ts := httptest.NewServer(tl)
+	defer ts.Close()
+	out := unlimitedRun{start: time.Now().Add(2 * time.Second), tl: tl}
+	res := runFleet(tb, procs, workerConfig{
+		Redis: addr, URL: ts.URL, Prefix: testPrefix(tb),
+		Goroutines: workers, Requests: n / procs, NoLimit: true, Alone: alone, Attempts: 30,
+		Start: out.start, Duration: dur, Timeout: 2 * time.Second,
+	})
+	var done time.Time
+	for _, w := range res {
+		out.ok += w.OK
+		if w.Done.After(done) {
+			done = w.Done
+		}
+	}
+	out.took = done.Sub(out.start)
+	return out
 }
