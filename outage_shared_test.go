@@ -26,7 +26,7 @@ type memFleet struct {
 	broken bool                 // every call of the prober fails, as with Redis away
 	calls  int                  // calls of the prober that would be round trips
 	limit  map[string]time.Time // until when a key's overloads are a limit's (see SharedVerdict)
-	told   int                  // calls of TellLimit
+	told   int                  // calls of TellLimit that told a limit
 }
 
 type memOutage struct {
@@ -155,9 +155,11 @@ func (v *fleetView) TellLimit(_ context.Context, key string, d time.Duration) er
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
-	f.told++
 	if f.broken {
 		return errBroken
+	}
+	if d > 0 {
+		f.told++
 	}
 	f.limit[key] = time.Now().Add(d)
 	return nil
