@@ -20,8 +20,10 @@ type keyEnv struct {
 	cfg   config
 	probe probeSchedule
 	fleet SharedProber // the shared quota, if it shares outages; nil without the outage state
-	hosts hostTable
-	epoch time.Time // the origin of the pacer's clock (see now)
+	// verdict: fleet, if it shares what a key's overloads are.
+	verdict SharedVerdict
+	hosts   hostTable
+	epoch   time.Time // the origin of the pacer's clock (see now)
 
 	scopePauses atomic.Int64 // the end of the longest scope pause, on the pacer's clock
 	// scopesActive: some scope counts its departures (see scoped), set

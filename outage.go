@@ -77,9 +77,14 @@ type outage struct {
 // where the end could reach the fleet first and leave it holding until its
 // next probe.
 type fleetStall struct {
+	key   string
 	timer *time.Timer
 	first uint64
 	told  chan struct{}
+	// tell: what the key is to tell its fleet of its overloads (see
+	// SharedVerdict), set under the key's mutex: tellLimit, or
+	// tellNoLimit; 0: nothing.
+	tell atomic.Int32
 }
 
 // outageRare is what few keys' outage states ever need, made on first use:
@@ -609,6 +614,8 @@ func (k *keyState) settle(dep *departure, v outageVerdict) {
 	if r := o.rare; r != nil {
 		r.over.seen = false // settled
 		switch {
+		case v == hostUnsent && r.over.counting() && dep.seq > r.over.sent:
+			r.over.unsent++
 		case v == hostUnsent || dep.gaveUp:
 		case r.over.trial:
 			k.overloadAnswered(now, dep.seq)
@@ -711,8 +718,8 @@ func (k *keyState) settleLocked(now int64, seq uint64, v outageVerdict, hung boo
 // leaves at (see rampFrom).
 func (k *keyState) outageEnded(now int64) {
 	if r := k.out.rare; r != nil {
-		k.overloadEnded(now)
-		r.ramp = r.rampFrom()
+		held := k.overloadEnded(now)
+		r.ramp = r.rampFrom(held)
 	}
 }
 
@@ -752,8 +759,8 @@ func (k *keyState) rampUp(v outageVerdict) {
 // not, and it is the second brief flood in a row or later (see
 // overloads); then as many as were not, and one. A failure at random,
 // among answers, ramps nothing.
-func (r *outageRare) rampFrom() uint32 {
-	if r.failed <= r.fine || r.over.quick < 2 {
+func (r *outageRare) rampFrom(held bool) uint32 {
+	if r.failed <= r.fine && !held || r.over.quick < 2 {
 		return 0
 	}
 	return r.fine + 1

@@ -59,6 +59,7 @@ func (t *Transport) shareHealth(ctx context.Context, key string, k *keyState, v 
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
+	t.tellVerdict(ctx, key, k)
 	switch {
 	case v == hostDown && k.isDown() && (wasProbe || !wasDown):
 		k.out.stallShared.Store(false) // the outage's own reports take over
@@ -80,6 +81,33 @@ func (t *Transport) shareHealth(ctx context.Context, key string, k *keyState, v 
 		_ = p.HostUp(ctx, key)
 		<-k.out.stall.told
 		k.fleetUp()
+	}
+}
+
+// heardLimit reports whether k's fleet takes its overloads for a limit's
+// refusals (see SharedVerdict): asked, from memory, as one is answered.
+func (t *Transport) heardLimit(k *keyState) bool {
+	return t.verdict != nil && k.out.stall != nil && t.verdict.HeardLimit(k.out.stall.key) > 0
+}
+
+// What a key tells its fleet of its overloads (see fleetStall.tell).
+const (
+	tellLimit   = 1 // its trial passed: a limit's
+	tellNoLimit = 2 // they came too often for a limit's
+)
+
+// tellVerdict tells k's fleet what k found its overloads to be, if it
+// found something since it last told (see overloadLimit).
+func (t *Transport) tellVerdict(ctx context.Context, key string, k *keyState) {
+	st := k.out.stall
+	if t.verdict == nil || st == nil || st.tell.Load() == 0 {
+		return
+	}
+	switch st.tell.Swap(0) {
+	case tellLimit:
+		_ = t.verdict.TellLimit(ctx, key, overloadSpan)
+	case tellNoLimit:
+		_ = t.verdict.TellLimit(ctx, key, 0)
 	}
 }
 
@@ -138,6 +166,7 @@ func (k *keyState) fleetHold(recheck, next time.Duration) {
 			// What k's own requests meet during the fleet's outage
 			// tells whether it is a flood k met (see settleLocked).
 			r.fine, r.failed = 0, 0
+			r.over.held, r.over.downAt = r.over.counting(), now
 		}
 	}
 	o.fleet = true

@@ -23,8 +23,10 @@ type memFleet struct {
 	mu     sync.Mutex
 	tat    map[string]time.Time
 	outage map[string]*memOutage
-	broken bool // every call of the prober fails, as with Redis away
-	calls  int  // calls of the prober that would be round trips
+	broken bool                 // every call of the prober fails, as with Redis away
+	calls  int                  // calls of the prober that would be round trips
+	limit  map[string]time.Time // until when a key's overloads are a limit's (see SharedVerdict)
+	told   int                  // calls of TellLimit that told a limit
 }
 
 type memOutage struct {
@@ -36,7 +38,7 @@ type memOutage struct {
 }
 
 func newMemFleet() *memFleet {
-	return &memFleet{tat: map[string]time.Time{}, outage: map[string]*memOutage{}}
+	return &memFleet{tat: map[string]time.Time{}, outage: map[string]*memOutage{}, limit: map[string]time.Time{}}
 }
 
 // view is f as process id (from 1) sees it.
@@ -48,8 +50,9 @@ type fleetView struct {
 }
 
 var (
-	_ SharedQuota  = (*fleetView)(nil)
-	_ SharedProber = (*fleetView)(nil)
+	_ SharedQuota   = (*fleetView)(nil)
+	_ SharedProber  = (*fleetView)(nil)
+	_ SharedVerdict = (*fleetView)(nil)
 )
 
 var errBroken = errors.New("the fleet's store is away")
@@ -145,6 +148,38 @@ func (v *fleetView) ProbeTurn(_ context.Context, key string) (time.Duration, err
 	}
 	o.owner, o.until, o.given = v.id, now.Add(time.Second), true
 	return 0, nil
+}
+
+func (v *fleetView) TellLimit(_ context.Context, key string, d time.Duration) error {
+	f := v.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.broken {
+		return errBroken
+	}
+	if d > 0 {
+		f.told++
+	}
+	f.limit[key] = time.Now().Add(d)
+	return nil
+}
+
+func (v *fleetView) HeardLimit(key string) time.Duration {
+	f := v.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.broken {
+		return 0
+	}
+	return time.Until(f.limit[key])
+}
+
+// proberOnly is a view of a memFleet that shares outages but no verdict
+// on overloads (see SharedVerdict).
+type proberOnly struct {
+	SharedQuota
+	SharedProber
 }
 
 // sendLog records when requests of one Transport were sent.

@@ -132,6 +132,31 @@ type SharedProber interface {
 	HostState(key string) (down bool, next time.Duration)
 }
 
+// A SharedVerdict is a SharedProber that shares what one process found
+// the overloads of a key to be: answers 503 or 529 that name no delay,
+// which a server that answers its floods so (nginx's limit_req, by
+// default) sends for a limit, and a failing host for its failures. A
+// Transport tries a pace on them before it takes them for a limit's
+// refusals (see RetryOptions.ProbeInterval); across a fleet, each
+// process's pace meets the refusals of the others' floods, and the trial
+// of one that passed is enough for all of them. A Transport whose trial
+// passed tells the fleet so with TellLimit; one whose overloads then come
+// too often for a limit takes it back. A Transport that meets an overload
+// while the fleet takes them for a limit's takes it for one too, unless
+// its own overloads came too often for one not long before.
+//
+// HeardLimit is asked from memory, only as an overload is answered; an
+// error of TellLimit leaves each process to its own trial.
+type SharedVerdict interface {
+	// TellLimit tells every process that key's overloads were found to
+	// be a limit's refusals, for d from now; d of 0 or less takes it back.
+	TellLimit(ctx context.Context, key string, d time.Duration) error
+
+	// HeardLimit returns, from memory, how long from now key's overloads
+	// are still taken for a limit's refusals: 0 or less, they are not.
+	HeardLimit(key string) time.Duration
+}
+
 // WithSharedQuota makes every key take its pace from q as well as from its
 // own limits, and share its pauses through q. The key given to q is the
 // key of KeyFunc: use one that names the quota (the token, say), the same

@@ -77,6 +77,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	t.probe = newProbeSchedule(cfg.retry)
 	if t.probe.initial > 0 {
 		t.fleet, _ = cfg.shared.(SharedProber)
+		t.verdict, _ = t.fleet.(SharedVerdict)
 	}
 	t.keys.seed, t.keys.kh = maphash.MakeSeed(), newKeyHash()
 	t.hosts.learning = &t.learningHosts
@@ -831,7 +832,7 @@ func (t *Transport) observeSignal(ctx context.Context, k *keyState, dep *departu
 		// An overload without a stated delay: the host is down for now, and
 		// its probes, not a cut in the key's pace, say when it is back;
 		// unless a limit's (see overloadLimit).
-		if kind = k.overloadLimit(t.now(), dep.seq); kind != overloadThrottle {
+		if kind = k.overloadLimit(t.now(), dep.seq, t.heardLimit(k)); kind != overloadThrottle {
 			sig.Throttled = false
 		}
 	}
@@ -934,7 +935,7 @@ func (t *Transport) newKey(key string, req *http.Request) *keyState {
 	k.host = t.hosts.get(req.URL.Host)
 	k.scope = k.host.scope(credential(t.keys.seed, req))
 	if t.fleet != nil {
-		k.out.stall = &fleetStall{timer: time.AfterFunc(time.Hour, func() { t.onStall(key, k) }), told: make(chan struct{}, 1)}
+		k.out.stall = &fleetStall{key: key, timer: time.AfterFunc(time.Hour, func() { t.onStall(key, k) }), told: make(chan struct{}, 1)}
 		k.out.stall.timer.Stop() // see sending
 	}
 	if t.cfg.breaker != nil {

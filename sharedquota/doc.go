@@ -134,6 +134,16 @@
 //
 //	headway:{3f1c...}:o  hash: the outage: next probe, interval, turn holder
 //
+// Redis implements headway.SharedVerdict as well: a process whose trial
+// of a pace found a key's 503s (naming no delay) to be a limit's refusals
+// records it beside the quota, for as long as it tells (10 minutes), and
+// publishes it; every process that hears it takes its own 503s of the
+// key for a limit's from then on, rather than for a host gone down, whose
+// trial would meet the refusals of the others' floods. A process that
+// misses what is published tries a pace on its own.
+//
+//	headway:{3f1c...}:v  string: the verdict, with its TTL
+//
 // # When Redis is away
 //
 // Every call is bounded by a short timeout (50ms by default), and a call

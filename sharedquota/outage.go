@@ -35,6 +35,9 @@ type outageState struct {
 	next  int64  // monotonic ns: when the fleet's next probe is due
 	turn  int64  // monotonic ns: when the turn another process holds ends
 	heard uint64 // changes published and heard: a reply older than one is stale
+	// limit: until when the key's overloads are a limit's refusals, as
+	// the fleet told (monotonic ns; see TellLimit).
+	limit int64
 }
 
 // outageOf returns the outage state of ks, creating it if needed.

@@ -336,8 +336,10 @@ func TestAWindowAfterAll(t *testing.T) {
 // unlimitedRun is what runUnlimited saw: the requests answered, the time
 // from the start to the last, and the server's timeline from start.
 type unlimitedRun struct {
-	ok    int64
-	took  time.Duration
+	ok      int64
+	refused int64 // answered with a refusal after the last attempt
+	errs    int64
+	took    time.Duration
 	start time.Time
 	tl    *timeline
 }
@@ -360,6 +362,8 @@ func runUnlimited(tb testing.TB, srv *fakeserver.Server, n, procs, workers int, 
 	var done time.Time
 	for _, w := range res {
 		out.ok += w.OK
+		out.refused += w.TooMany
+		out.errs += w.Errors
 		if w.Done.After(done) {
 			done = w.Done
 		}

@@ -118,7 +118,7 @@ func (r *Redis) ping(ctx context.Context) error {
 // heard applies a published pause: "<hash name> <µs left>", for a key this
 // process uses.
 func (r *Redis) heard(payload string) {
-	if r.heardOutage(payload) || r.heardCut(payload) {
+	if r.heardOutage(payload) || r.heardCut(payload) || r.heardVerdict(payload) {
 		return
 	}
 	i := strings.LastIndexByte(payload, ' ')
