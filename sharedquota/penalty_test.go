@@ -340,8 +340,8 @@ type unlimitedRun struct {
 	refused int64 // answered with a refusal after the last attempt
 	errs    int64
 	took    time.Duration
-	start time.Time
-	tl    *timeline
+	start   time.Time
+	tl      *timeline
 }
 
 // runUnlimited sends n requests to srv from procs processes of workers
