@@ -175,13 +175,6 @@ func (v *fleetView) HeardLimit(key string) time.Duration {
 	return time.Until(f.limit[key])
 }
 
-// proberOnly is a view of a memFleet that shares outages but no verdict
-// on overloads (see SharedVerdict).
-type proberOnly struct {
-	SharedQuota
-	SharedProber
-}
-
 // sendLog records when requests of one Transport were sent.
 type sendLog struct {
 	base http.RoundTripper
