@@ -61,6 +61,7 @@ func TestForgottenStateIsRecordedAgain(t *testing.T) {
 	}
 
 	reserve(t, b, "p", 1, lim) // b knows the key "p": it hears of its pauses
+	waitFor(t, 10*time.Second, func() bool { return b.sub.since.Load() != 0 })
 	if err := a.Pause(ctx, "p", 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
