@@ -47,13 +47,13 @@ func newLimiterOf(alg Algorithm, limit int, window time.Duration, burst int) lim
 	case LeakyBucket:
 		return newGCRA(n, w, b)
 	case FixedWindow:
-		return &fixedWindow{n: n, w: w, start: math.MinInt64}
+		return &fixedWindow{counter{n: n, w: w, start: math.MinInt64}}
 	case SlidingWindow:
 		return &slidingLog{n: n, w: w}
 	case SlidingWindowCounter:
 		return &windowCounter{n: n, w: w, k: math.MinInt64}
 	case AnchoredWindow:
-		return &anchoredWindow{n: n, w: w, start: math.MinInt64}
+		return &anchoredWindow{counter{n: n, w: w, start: math.MinInt64}}
 	default:
 		return &tokenBucket{n: n, w: w, burst: b, tokens: b, last: math.MinInt64}
 	}
@@ -194,24 +194,26 @@ func (g *gcra) idle(now int64) bool {
 	return !g.started || g.tat.ceil() <= now
 }
 
-// fixedWindow admits n requests in each window [k·w, (k+1)·w) of Unix time.
-type fixedWindow struct {
+// counter admits n requests in the window [start, start+w); fixedWindow
+// and anchoredWindow differ only in where a window starts.
+type counter struct {
 	n, w  int64
 	start int64 // start of the current window
 	count int64
 }
 
-func (fw *fixedWindow) take(now int64) decision {
-	if start := now - floorMod(now, fw.w); start != fw.start {
-		fw.start, fw.count = start, 0
+// admit counts a request at now, in the window that starts at start.
+func (c *counter) admit(now, start int64) decision {
+	if start != c.start {
+		c.start, c.count = start, 0
 	}
-	d := decision{capacity: int(fw.n)}
-	if fw.count < fw.n {
-		fw.count++
+	d := decision{capacity: int(c.n)}
+	if c.count < c.n {
+		c.count++
 		d.allowed = true
 	}
-	d.remaining = int(fw.n - fw.count)
-	d.resetAfter = time.Duration(fw.start + fw.w - now)
+	d.remaining = int(c.n - c.count)
+	d.resetAfter = time.Duration(c.start + c.w - now)
 	if d.remaining == 0 {
 		d.nextAfter = d.resetAfter
 	}
@@ -219,6 +221,13 @@ func (fw *fixedWindow) take(now int64) decision {
 		d.retryAfter = d.nextAfter
 	}
 	return d
+}
+
+// fixedWindow admits n requests in each window [k·w, (k+1)·w) of Unix time.
+type fixedWindow struct{ counter }
+
+func (fw *fixedWindow) take(now int64) decision {
+	return fw.admit(now, now-floorMod(now, fw.w))
 }
 
 func (fw *fixedWindow) idle(now int64) bool {
@@ -309,30 +318,14 @@ func (wc *windowCounter) idle(now int64) bool {
 
 // anchoredWindow admits n requests in each window [start, start+w), where
 // start is the first request after the last window ended.
-type anchoredWindow struct {
-	n, w  int64
-	start int64
-	count int64
-}
+type anchoredWindow struct{ counter }
 
 func (aw *anchoredWindow) take(now int64) decision {
-	if aw.start == math.MinInt64 || now >= aw.start+aw.w || now < aw.start {
-		aw.start, aw.count = now, 0
+	start := aw.start
+	if aw.idle(now) {
+		start = now
 	}
-	d := decision{capacity: int(aw.n)}
-	if aw.count < aw.n {
-		aw.count++
-		d.allowed = true
-	}
-	d.remaining = int(aw.n - aw.count)
-	d.resetAfter = time.Duration(aw.start + aw.w - now)
-	if d.remaining == 0 {
-		d.nextAfter = d.resetAfter
-	}
-	if !d.allowed {
-		d.retryAfter = d.nextAfter
-	}
-	return d
+	return aw.admit(now, start)
 }
 
 func (aw *anchoredWindow) idle(now int64) bool {
